@@ -1,0 +1,41 @@
+package agent
+
+import "time"
+
+// StatusReport is the /status document and the reply to a NATS status
+// request. It is part of the operating contract: fields are only ever added.
+type StatusReport struct {
+	ID        string         `json:"id"`
+	Group     string         `json:"group"`
+	Algorithm string         `json:"algorithm"`
+	Role      string         `json:"role"`
+	Leader    string         `json:"leader"`
+	Term      uint64         `json:"term"`
+	Quorum    QuorumReport   `json:"quorum"`
+	Members   []MemberReport `json:"members"`
+	// IslandMode is true when the group runs without a quorum (quorum: none):
+	// a partition can then elect two leaders.
+	IslandMode bool `json:"island_mode"`
+	// LeaseRemainingMS is, on a leader, how long its lease still runs.
+	LeaseRemainingMS int64 `json:"lease_remaining_ms"`
+	// NATSConnected tells whether the agent's NATS connection is up.
+	NATSConnected bool      `json:"nats_connected"`
+	Version       string    `json:"version"`
+	Time          time.Time `json:"time"`
+}
+
+// QuorumReport gives the quorum size, the members believed alive and
+// whether they are enough.
+type QuorumReport struct {
+	Size int  `json:"size"`
+	Live int  `json:"live"`
+	OK   bool `json:"ok"`
+}
+
+// MemberReport is one member as seen by the reporting agent.
+type MemberReport struct {
+	ID         string `json:"id"`
+	Priority   int    `json:"priority"`
+	Alive      bool   `json:"alive"`
+	LastSeenMS int64  `json:"last_seen_ms"` // -1 when never seen
+}

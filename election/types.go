@@ -1,0 +1,227 @@
+package election
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+)
+
+// Member is one gateway of a group: a stable id and a priority. Members are
+// compared by Rank: higher priority wins, ties are broken by the higher id.
+type Member struct {
+	ID       string `json:"id"`
+	Priority int    `json:"priority"`
+}
+
+// Higher reports whether a outranks b: priority first, then id.
+func Higher(a, b Member) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	return a.ID > b.ID
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidID reports whether id can name a member. Ids become NATS subject
+// tokens, so they are limited to letters, digits, '-' and '_' (1..64 bytes).
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+// SortByRank returns a copy of ms ordered from the highest rank to the lowest.
+func SortByRank(ms []Member) []Member {
+	out := append([]Member(nil), ms...)
+	sort.Slice(out, func(i, j int) bool { return Higher(out[i], out[j]) })
+	return out
+}
+
+// MsgType names an election message.
+type MsgType uint8
+
+// The message types. Heartbeat, Ack and Resign are shared by both algorithms;
+// Election, OK, Coordinator and Vote are the Bully exchange (Coordinator is
+// also the vote request); RingToken and RingAck carry the Ring election.
+const (
+	MsgInvalid MsgType = iota
+	MsgHeartbeat
+	MsgAck
+	MsgElection
+	MsgOK
+	MsgCoordinator
+	MsgVote
+	MsgResign
+	MsgRingToken
+	MsgRingAck
+	msgTypeEnd
+)
+
+var msgTypeNames = [...]string{
+	MsgInvalid:     "invalid",
+	MsgHeartbeat:   "heartbeat",
+	MsgAck:         "ack",
+	MsgElection:    "election",
+	MsgOK:          "ok",
+	MsgCoordinator: "coordinator",
+	MsgVote:        "vote",
+	MsgResign:      "resign",
+	MsgRingToken:   "ring_token",
+	MsgRingAck:     "ring_ack",
+}
+
+// String returns the wire name of t.
+func (t MsgType) String() string {
+	if t < msgTypeEnd {
+		return msgTypeNames[t]
+	}
+	return fmt.Sprintf("MsgType(%d)", uint8(t))
+}
+
+// ParseMsgType maps a wire name back to its type; ok is false for unknown names.
+func ParseMsgType(s string) (MsgType, bool) {
+	for i := MsgHeartbeat; i < msgTypeEnd; i++ {
+		if msgTypeNames[i] == s {
+			return i, true
+		}
+	}
+	return MsgInvalid, false
+}
+
+// IsElectionTraffic reports whether t counts as an election message (as
+// opposed to the steady-state heartbeat/ack exchange) in delivery counts.
+func (t MsgType) IsElectionTraffic() bool { return t != MsgHeartbeat && t != MsgAck }
+
+// Message is one election message. To is empty for a message to every member
+// of the group. Fields that a type does not use are zero.
+type Message struct {
+	Type MsgType
+	From string
+	To   string
+	Term uint64
+	// Seq is the sender's heartbeat sequence: set on Heartbeat and Coordinator,
+	// echoed by Ack and Vote so the leader can date its lease.
+	Seq uint64
+	// Granted is the answer of a Vote.
+	Granted bool
+	// Alive is the leader's view of live members, carried by Heartbeat.
+	Alive []string
+	// Nominee is the member a Resign hands leadership to ("" = next in rank).
+	Nominee string
+	// Initiator and Participants carry a Ring token.
+	Initiator    string
+	Participants []string
+}
+
+// Role is a node's part in its group.
+type Role uint8
+
+// Roles.
+const (
+	Follower Role = iota
+	Candidate
+	Leader
+)
+
+func (r Role) String() string {
+	switch r {
+	case Follower:
+		return "follower"
+	case Candidate:
+		return "candidate"
+	case Leader:
+		return "leader"
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// HardState is what a node must persist, durably, before the messages of the
+// same Ready are sent: the current term and the vote granted in it.
+type HardState struct {
+	Term     uint64 `json:"term"`
+	VotedFor string `json:"voted_for"`
+}
+
+// Ready is what a node asks its caller to do after Step or Tick: persist
+// HardState if it changed, then send Messages. Role, Leader and Term describe
+// the node now. LeaseSeq is, for a leader, the highest heartbeat sequence that
+// a quorum (the leader included) has acknowledged: the caller dates the lease
+// from the moment it sent that heartbeat.
+type Ready struct {
+	HardState        HardState
+	HardStateChanged bool
+	Messages         []Message
+	Role             Role
+	Leader           string
+	Term             uint64
+	LeaseSeq         uint64
+	// Events describes what happened since the previous Ready, in order.
+	Events []Event
+}
+
+// EventKind classifies an Event.
+type EventKind uint8
+
+// Event kinds reported in Ready.
+const (
+	EventElectionStarted EventKind = iota + 1 // this node started an election
+	EventElectionWon                          // this node became leader
+	EventElectionFailed                       // this node's election timed out
+	EventSteppedDown                          // this node lost leadership (Reason says why)
+	EventNewLeader                            // the known leader changed
+	EventStaleTerm                            // a message of a lower term was rejected
+	EventVoteRefused                          // a vote was refused (Reason says why)
+)
+
+// Event is one notable transition, for logs and metrics.
+type Event struct {
+	Kind   EventKind
+	Term   uint64
+	Peer   string
+	Reason string
+}
+
+// Node is one member's election state machine. Implementations are
+// deterministic and not safe for concurrent use: one goroutine owns a Node.
+type Node interface {
+	// Step applies one message received from the network. It returns an
+	// error (wrapping ErrStaleTerm, ErrNotMember, ...) when the message was
+	// rejected; a rejected message never changes state.
+	Step(m Message) error
+	// Tick advances the node's logical clock by one tick.
+	Tick()
+	// Resign makes a leader step down and hand over to nominee ("" = the
+	// next member in rank). It is an error for a node that does not lead.
+	Resign(nominee string) error
+	// Ready drains the work accumulated since the last call.
+	Ready() Ready
+	// Status is a snapshot of the node's view, for status reports.
+	Status() Status
+}
+
+// Status is a point-in-time view of a node.
+type Status struct {
+	ID      string
+	Role    Role
+	Leader  string
+	Term    uint64
+	Quorum  int
+	Live    int // members this node currently believes alive (itself included)
+	Members []MemberStatus
+}
+
+// MemberStatus is what a node knows of one member.
+type MemberStatus struct {
+	Member
+	Alive bool
+	// TicksSinceSeen is how long ago (in ticks) the member was last heard
+	// from, directly or through the leader's view; -1 if never.
+	TicksSinceSeen int
+}
+
+// Errors returned by Step. Callers match them with errors.Is.
+var (
+	ErrStaleTerm   = errors.New("election: stale term")
+	ErrNotMember   = errors.New("election: sender is not a member")
+	ErrBadMessage  = errors.New("election: malformed message")
+	ErrNotLeader   = errors.New("election: not leader")
+	ErrWrongTarget = errors.New("election: message addressed to another member")
+)
