@@ -1,0 +1,119 @@
+package election
+
+// NewBully returns a Node that elects with the Bully algorithm: the highest
+// ranked live member leads.
+//
+// The textbook exchange costs O(n^2) messages. Here the leader's heartbeat
+// carries its view of the live members, so when it fails every member knows
+// which member should take over: that member proclaims at once (COORDINATOR,
+// which is also the vote request) and the others only vote, O(n) messages in
+// all. The ELECTION/OK exchange is the fallback when the expected member does
+// not proclaim within AnswerTicks (it died too, or the view was stale).
+func NewBully(cfg Config) (Node, error) {
+	c, err := newCore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.alg = &bully{c: c}
+	return c, nil
+}
+
+type bullyPhase uint8
+
+const (
+	bullyIdle         bullyPhase = iota
+	bullyAwaitCoord              // waiting for the expected member to proclaim
+	bullyAwaitOK                 // sent ELECTION up the ranks, waiting for an OK
+	bullyAwaitCoordOK            // got an OK, waiting for that member's COORDINATOR
+)
+
+type bully struct {
+	c      *core
+	phase  bullyPhase
+	expect string
+	until  int64
+}
+
+func (b *bully) busy() bool      { return b.phase != bullyIdle }
+func (b *bully) deadline() int64 { return b.until }
+func (b *bully) reset()          { b.phase, b.expect = bullyIdle, "" }
+
+func (b *bully) wait(p bullyPhase, expect string, ticks int) {
+	b.phase, b.expect, b.until = p, expect, b.c.now+int64(ticks)
+}
+
+func (b *bully) startElection(expected string) {
+	c := b.c
+	if expected == "" {
+		expected = c.highestInView()
+	}
+	if expected == c.self.ID {
+		b.reset()
+		c.tryProclaim()
+		return
+	}
+	b.wait(bullyAwaitCoord, expected, c.cfg.AnswerTicks)
+}
+
+func (b *bully) onDeadline() {
+	c := b.c
+	switch b.phase {
+	case bullyAwaitCoord:
+		// The member we expected stayed silent: fall back to the textbook
+		// exchange with every higher-ranked member.
+		c.view[b.expect] = false
+		sent := false
+		for _, m := range c.members {
+			if m.ID == c.self.ID {
+				break
+			}
+			c.send(Message{Type: MsgElection, To: m.ID, Term: c.hs.Term})
+			sent = true
+		}
+		if !sent {
+			b.reset()
+			c.tryProclaim()
+			return
+		}
+		b.wait(bullyAwaitOK, "", c.cfg.AnswerTicks)
+	case bullyAwaitOK:
+		// No higher-ranked member answered: we are the highest alive.
+		b.reset()
+		c.tryProclaim()
+	case bullyAwaitCoordOK:
+		// A higher member answered but never proclaimed: back off, then
+		// start over.
+		c.view[b.expect] = false
+		b.reset()
+		c.standAfter = c.now + int64(c.backoffTicks())
+	default:
+		b.reset()
+	}
+}
+
+func (b *bully) step(m Message) error {
+	c := b.c
+	switch m.Type {
+	case MsgElection:
+		if !c.outranks(c.self.ID, m.From) {
+			return nil // only higher-ranked members answer
+		}
+		c.view[m.From] = true
+		c.send(Message{Type: MsgOK, To: m.From, Term: c.hs.Term})
+		if c.role != Follower || c.leaderLive() || b.busy() || c.now < c.standAfter {
+			return nil
+		}
+		b.startElection("")
+	case MsgOK:
+		if !c.outranks(m.From, c.self.ID) {
+			return nil
+		}
+		c.view[m.From] = true
+		if b.phase == bullyAwaitOK || b.phase == bullyAwaitCoord {
+			b.wait(bullyAwaitCoordOK, m.From, 2*c.cfg.AnswerTicks)
+		}
+	default:
+		return nil // Ring traffic in a Bully group: ignored
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package election
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Preemption is how a higher-ranked member that returns while another leads
+// takes over.
+type Preemption uint8
+
+// Preemption policies.
+const (
+	// PreemptHoldDown: the leader hands over to a higher-ranked member once
+	// that member has acknowledged heartbeats continuously for HoldDownTicks.
+	PreemptHoldDown Preemption = iota
+	// PreemptNever: a leader keeps leading until it fails or resigns.
+	PreemptNever
+	// PreemptImmediate: the leader hands over as soon as it hears a
+	// higher-ranked member.
+	PreemptImmediate
+)
+
+// Backoff spaces out a member's attempts to stand for election. Next returns
+// the number of ticks to wait before the next attempt; Reset is called when
+// the group is healthy again. Implementations may be random (jitter); tests
+// pass deterministic ones.
+type Backoff interface {
+	Next() int
+	Reset()
+}
+
+// Config describes one node. All durations are in ticks.
+type Config struct {
+	// ID is this member; it must be in Members.
+	ID      string
+	Members []Member
+	// Quorum is the number of votes (and acknowledgements) a leader needs,
+	// itself included. 0 means a majority of Members.
+	Quorum int
+	// HeartbeatTicks is H: a leader sends a heartbeat every H ticks.
+	HeartbeatTicks int
+	// ElectionTicks is D: a member suspects its leader after D ticks of
+	// silence, and grants no vote to another member before that.
+	ElectionTicks int
+	// LeaseTicks: a leader steps down when no quorum has acknowledged a
+	// heartbeat sent within the last LeaseTicks ticks. It must be below
+	// ElectionTicks, so that a leader's lease ends before any member that
+	// acknowledged it may vote again.
+	LeaseTicks int
+	// AnswerTicks bounds each wait of an election: for an OK, for a
+	// COORDINATOR, for votes.
+	AnswerTicks int
+	// Preemption and HoldDownTicks set how a returning higher-ranked member
+	// takes over.
+	Preemption    Preemption
+	HoldDownTicks int
+	// Backoff spaces failed elections and the re-standing of a member that
+	// lost leadership; nil means a fixed wait of ElectionTicks.
+	Backoff Backoff
+	// HardState is the persisted term and vote to start from.
+	HardState HardState
+}
+
+// validate checks c and fills defaults; it returns one precise error per rule.
+func (c *Config) validate() error {
+	if !ValidID(c.ID) {
+		return fmt.Errorf("election: invalid id %q", c.ID)
+	}
+	if len(c.Members) == 0 {
+		return errors.New("election: no members")
+	}
+	seen := make(map[string]bool, len(c.Members))
+	for _, m := range c.Members {
+		if !ValidID(m.ID) {
+			return fmt.Errorf("election: invalid member id %q", m.ID)
+		}
+		if seen[m.ID] {
+			return fmt.Errorf("election: member %q listed twice", m.ID)
+		}
+		seen[m.ID] = true
+	}
+	if !seen[c.ID] {
+		return fmt.Errorf("election: id %q is not a member", c.ID)
+	}
+	if c.Quorum == 0 {
+		c.Quorum = Majority(len(c.Members))
+	}
+	if c.Quorum < 1 || c.Quorum > len(c.Members) {
+		return fmt.Errorf("election: quorum %d outside 1..%d", c.Quorum, len(c.Members))
+	}
+	if c.HeartbeatTicks < 1 {
+		return errors.New("election: HeartbeatTicks must be at least 1")
+	}
+	if c.ElectionTicks <= c.HeartbeatTicks {
+		return errors.New("election: ElectionTicks must exceed HeartbeatTicks")
+	}
+	if c.LeaseTicks <= c.HeartbeatTicks || c.LeaseTicks >= c.ElectionTicks {
+		return errors.New("election: LeaseTicks must lie strictly between HeartbeatTicks and ElectionTicks")
+	}
+	if c.AnswerTicks < 1 {
+		return errors.New("election: AnswerTicks must be at least 1")
+	}
+	if c.HoldDownTicks < 0 {
+		return errors.New("election: HoldDownTicks must not be negative")
+	}
+	if c.HardState.VotedFor != "" && !seen[c.HardState.VotedFor] {
+		return fmt.Errorf("election: persisted vote for %q, who is not a member", c.HardState.VotedFor)
+	}
+	return nil
+}
+
+// Majority returns floor(n/2)+1.
+func Majority(n int) int { return n/2 + 1 }

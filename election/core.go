@@ -1,0 +1,663 @@
+package election
+
+import (
+	"fmt"
+	"sort"
+)
+
+// algorithm is the part of a Node that differs between Bully and Ring: how a
+// member that suspects its leader finds the member that should proclaim.
+// Everything else (terms, votes, heartbeats, leases, hand-over) is shared in
+// core.
+type algorithm interface {
+	// startElection is called when the node suspects its leader (or has
+	// never had one) and may stand; expected is the member the node expects
+	// to proclaim ("" = work it out).
+	startElection(expected string)
+	// deadline is the tick at which the current phase times out.
+	deadline() int64
+	// onDeadline is called when the algorithm's phase deadline passes.
+	onDeadline()
+	// step handles the algorithm's own message types.
+	step(m Message) error
+	// reset abandons any election in progress (a leader was found, or this
+	// node proclaimed).
+	reset()
+	// busy reports whether an election of the algorithm is in progress.
+	busy() bool
+}
+
+// core holds the state both algorithms share. It is the Node; the algorithm
+// is plugged in as alg.
+type core struct {
+	cfg     Config
+	self    Member
+	members []Member // by rank, highest first
+	rankOf  map[string]int
+	quorum  int
+	alg     algorithm
+
+	hs        HardState
+	hsChanged bool
+	role      Role
+	leader    string
+
+	now int64 // logical clock, in ticks
+
+	// Follower side.
+	lastLeaderContact int64 // tick a leader (or the candidate we voted for) was last heard
+	leaderResigned    bool
+	view              map[string]bool  // members believed alive, from the leader's heartbeats
+	lastSeen          map[string]int64 // member -> tick last heard from, directly or via view
+	standAfter        int64            // backoff: do not proclaim before this tick
+	pending           *Message         // a COORDINATOR deferred because a live leader was still heard
+	pendingAt         int64
+	nominee           string // the member a resigning leader handed over to
+
+	// Candidate side.
+	votes      map[string]bool
+	refusals   map[string]bool
+	voteEnd    int64
+	proclaimSq uint64
+
+	// Leader side.
+	hbSeq        uint64
+	hbElapsed    int
+	sentAt       map[uint64]int64 // heartbeat/coordinator seq -> tick sent
+	acked        map[string]uint64
+	ackedAt      map[string]int64
+	healthySince map[string]int64
+	leaseSeq     uint64
+	leaderSince  int64
+
+	msgs   []Message
+	events []Event
+}
+
+func newCore(cfg Config) (*core, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &core{
+		cfg:      cfg,
+		members:  SortByRank(cfg.Members),
+		rankOf:   make(map[string]int, len(cfg.Members)),
+		quorum:   cfg.Quorum,
+		hs:       cfg.HardState,
+		view:     make(map[string]bool, len(cfg.Members)),
+		lastSeen: make(map[string]int64, len(cfg.Members)),
+		sentAt:   make(map[uint64]int64),
+	}
+	for i, m := range c.members {
+		c.rankOf[m.ID] = i
+		c.view[m.ID] = true // until a leader says otherwise, everyone may be alive
+		c.lastSeen[m.ID] = -1
+		if m.ID == cfg.ID {
+			c.self = m
+		}
+	}
+	c.lastSeen[c.self.ID] = 0
+	// A member that just started may have acknowledged a leader right
+	// before it went down: it grants no vote and does not stand for D ticks,
+	// exactly as if it had just heard that leader. This keeps leases safe
+	// across restarts.
+	c.lastLeaderContact = 0
+	return c, nil
+}
+
+// outranks reports whether member a ranks above member b.
+func (c *core) outranks(a, b string) bool { return c.rankOf[a] < c.rankOf[b] }
+
+func (c *core) isMember(id string) bool { _, ok := c.rankOf[id]; return ok }
+
+func (c *core) send(m Message) {
+	m.From = c.self.ID
+	c.msgs = append(c.msgs, m)
+}
+
+func (c *core) event(k EventKind, peer, reason string) {
+	c.events = append(c.events, Event{Kind: k, Term: c.hs.Term, Peer: peer, Reason: reason})
+}
+
+func (c *core) setLeader(id string) {
+	if c.leader != id {
+		c.leader = id
+		c.event(EventNewLeader, id, "")
+	}
+}
+
+// leaderLive reports whether the node still hears a leader (or a candidate
+// it voted for) recently enough that it must not vote for anyone else.
+func (c *core) leaderLive() bool {
+	if c.role == Leader {
+		return true
+	}
+	if c.leaderResigned {
+		return false
+	}
+	return c.now-c.lastLeaderContact < int64(c.cfg.ElectionTicks)
+}
+
+func (c *core) backoffTicks() int {
+	if c.cfg.Backoff == nil {
+		return c.cfg.ElectionTicks
+	}
+	n := c.cfg.Backoff.Next()
+	if n < 1 {
+		n = 1
+	}
+	return n
+}
+
+// adoptTerm moves the node to a higher term as a follower.
+func (c *core) adoptTerm(t uint64) {
+	if t <= c.hs.Term {
+		return
+	}
+	if c.role == Leader {
+		c.stepDown(fmt.Sprintf("saw higher term %d", t))
+	}
+	c.hs = HardState{Term: t}
+	c.hsChanged = true
+	if c.role == Candidate {
+		c.role = Follower
+	}
+	c.votes, c.refusals = nil, nil
+}
+
+// --- Node interface ---------------------------------------------------------
+
+func (c *core) Ready() Ready {
+	rd := Ready{
+		HardState:        c.hs,
+		HardStateChanged: c.hsChanged,
+		Messages:         c.msgs,
+		Role:             c.role,
+		Leader:           c.leader,
+		Term:             c.hs.Term,
+		LeaseSeq:         c.leaseSeq,
+		Events:           c.events,
+	}
+	c.msgs, c.events, c.hsChanged = nil, nil, false
+	return rd
+}
+
+func (c *core) Status() Status {
+	st := Status{ID: c.self.ID, Role: c.role, Leader: c.leader, Term: c.hs.Term, Quorum: c.quorum}
+	for _, m := range c.members {
+		ms := MemberStatus{Member: m, Alive: c.alive(m.ID), TicksSinceSeen: -1}
+		if c.lastSeen[m.ID] >= 0 {
+			ms.TicksSinceSeen = int(c.now - c.lastSeen[m.ID])
+		}
+		if ms.Alive {
+			st.Live++
+		}
+		st.Members = append(st.Members, ms)
+	}
+	return st
+}
+
+// alive is the node's best knowledge of whether id is up.
+func (c *core) alive(id string) bool {
+	if id == c.self.ID {
+		return true
+	}
+	if c.role == Leader {
+		// A member the leader has not heard from yet counts as alive until
+		// it has had D ticks to answer, so a new leader's first heartbeats
+		// do not declare slow voters dead.
+		at, ok := c.ackedAt[id]
+		if !ok {
+			at = c.leaderSince
+		}
+		return c.now-at < int64(c.cfg.ElectionTicks)
+	}
+	ls := c.lastSeen[id]
+	return ls >= 0 && c.now-ls < int64(c.cfg.ElectionTicks)
+}
+
+func (c *core) Tick() {
+	c.now++
+	switch c.role {
+	case Leader:
+		c.tickLeader()
+	case Candidate:
+		if c.now >= c.voteEnd {
+			c.electionFailed("no quorum of votes in time")
+		}
+	default:
+		c.tickFollower()
+	}
+}
+
+func (c *core) tickFollower() {
+	if c.alg.busy() {
+		if c.now >= c.alg.deadline() {
+			c.alg.onDeadline()
+		}
+		return
+	}
+	if c.leaderLive() {
+		return
+	}
+	if c.leader != "" {
+		c.view[c.leader] = false // the member we now suspect
+		c.setLeader("")
+	}
+	if c.pending != nil {
+		p := *c.pending
+		c.pending = nil
+		if p.Term > c.hs.Term && c.now-c.pendingAt <= int64(c.cfg.AnswerTicks) {
+			c.stepCoordinator(p)
+			if c.leaderLive() {
+				return
+			}
+		}
+	}
+	if c.now < c.standAfter {
+		return
+	}
+	c.alg.startElection("")
+}
+
+func (c *core) tickLeader() {
+	c.hbElapsed++
+	if c.hbElapsed >= c.cfg.HeartbeatTicks {
+		c.heartbeat()
+	}
+	if c.now-c.sentAt[c.leaseSeq] >= int64(c.cfg.LeaseTicks) {
+		c.stepDown("lease expired: no quorum of acknowledgements")
+		c.standAfter = c.now + int64(c.backoffTicks())
+		return
+	}
+	c.maybePreempt()
+}
+
+// --- leader ----------------------------------------------------------------
+
+func (c *core) heartbeat() {
+	c.hbElapsed = 0
+	c.hbSeq++
+	c.sentAt[c.hbSeq] = c.now
+	alive := make([]string, 0, len(c.members))
+	for _, m := range c.members {
+		if c.alive(m.ID) {
+			alive = append(alive, m.ID)
+		}
+	}
+	c.send(Message{Type: MsgHeartbeat, Term: c.hs.Term, Seq: c.hbSeq, Alive: alive})
+}
+
+func (c *core) becomeLeader() {
+	c.role = Leader
+	c.leaderSince = c.now
+	c.leaderResigned = false
+	c.pending = nil
+	c.alg.reset()
+	c.acked = make(map[string]uint64, len(c.members))
+	c.ackedAt = make(map[string]int64, len(c.members))
+	c.healthySince = make(map[string]int64, len(c.members))
+	for id := range c.votes {
+		if id != c.self.ID {
+			c.acked[id] = c.proclaimSq
+			c.ackedAt[id] = c.now
+			c.healthySince[id] = c.now
+		}
+	}
+	c.leaseSeq = c.proclaimSq
+	c.votes, c.refusals = nil, nil
+	c.event(EventElectionWon, "", "")
+	c.setLeader(c.self.ID)
+	if c.cfg.Backoff != nil {
+		c.cfg.Backoff.Reset()
+	}
+	c.heartbeat()
+}
+
+// stepDown leaves leadership (or candidacy) and becomes a follower.
+func (c *core) stepDown(reason string) {
+	if c.role == Leader {
+		c.event(EventSteppedDown, "", reason)
+	}
+	c.role = Follower
+	c.leaseSeq = 0
+	c.acked, c.ackedAt, c.healthySince = nil, nil, nil
+	c.sentAt = make(map[uint64]int64)
+	c.setLeader("")
+	c.lastLeaderContact = neverTick
+}
+
+// neverTick is a tick long before any other.
+const neverTick = -1 << 60
+
+func (c *core) stepAck(m Message) error {
+	if m.Term > c.hs.Term {
+		c.adoptTerm(m.Term)
+		return nil
+	}
+	if m.Term < c.hs.Term {
+		return fmt.Errorf("%w: ack of term %d in term %d", ErrStaleTerm, m.Term, c.hs.Term)
+	}
+	if c.role != Leader {
+		return nil
+	}
+	c.noteAck(m.From, m.Seq)
+	return nil
+}
+
+func (c *core) noteAck(from string, seq uint64) {
+	if _, ok := c.sentAt[seq]; !ok || seq > c.hbSeq {
+		return // not a heartbeat of this leadership
+	}
+	if prev, ok := c.ackedAt[from]; !ok || c.now-prev >= int64(c.cfg.ElectionTicks) {
+		c.healthySince[from] = c.now
+	}
+	c.ackedAt[from] = c.now
+	if seq > c.acked[from] {
+		c.acked[from] = seq
+	}
+	// The lease runs from the newest heartbeat that a quorum, the leader
+	// included, has acknowledged.
+	seqs := []uint64{c.hbSeq}
+	for _, s := range c.acked {
+		seqs = append(seqs, s)
+	}
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] > seqs[j] })
+	if len(seqs) >= c.quorum && seqs[c.quorum-1] > c.leaseSeq {
+		c.leaseSeq = seqs[c.quorum-1]
+		for s := range c.sentAt {
+			if s < c.leaseSeq {
+				delete(c.sentAt, s)
+			}
+		}
+	}
+}
+
+// maybePreempt hands leadership to a higher-ranked member that has been
+// healthy long enough, under the hold-down and immediate policies.
+func (c *core) maybePreempt() {
+	if c.cfg.Preemption == PreemptNever {
+		return
+	}
+	hold := int64(c.cfg.HoldDownTicks)
+	if c.cfg.Preemption == PreemptImmediate {
+		hold = 0
+	}
+	for _, m := range c.members {
+		if m.ID == c.self.ID {
+			return // no one above us is ready
+		}
+		since, ok := c.healthySince[m.ID]
+		if ok && c.alive(m.ID) && c.now-since >= hold {
+			_ = c.Resign(m.ID)
+			return
+		}
+	}
+}
+
+func (c *core) Resign(nominee string) error {
+	if c.role != Leader {
+		return ErrNotLeader
+	}
+	if nominee != "" && (!c.isMember(nominee) || nominee == c.self.ID) {
+		return fmt.Errorf("election: cannot hand over to %q", nominee)
+	}
+	if nominee == "" {
+		for _, m := range c.members {
+			if m.ID != c.self.ID && c.alive(m.ID) {
+				nominee = m.ID
+				break
+			}
+		}
+	}
+	c.stepDown("resigned")
+	c.leaderResigned = true
+	c.standAfter = c.now + int64(c.backoffTicks())
+	c.send(Message{Type: MsgResign, Term: c.hs.Term, Nominee: nominee})
+	if nominee != "" {
+		c.alg.reset()
+		c.alg.startElection(nominee)
+	}
+	return nil
+}
+
+// --- follower and candidate -------------------------------------------------
+
+func (c *core) Step(m Message) error {
+	if !c.isMember(m.From) || m.From == c.self.ID {
+		return fmt.Errorf("%w: %q", ErrNotMember, m.From)
+	}
+	if m.To != "" && m.To != c.self.ID {
+		return fmt.Errorf("%w: %q", ErrWrongTarget, m.To)
+	}
+	if m.Term == 0 && m.Type != MsgElection && m.Type != MsgOK {
+		return fmt.Errorf("%w: term 0", ErrBadMessage)
+	}
+	c.lastSeen[m.From] = c.now
+	switch m.Type {
+	case MsgHeartbeat:
+		return c.stepHeartbeat(m)
+	case MsgAck:
+		return c.stepAck(m)
+	case MsgCoordinator:
+		return c.stepCoordinator(m)
+	case MsgVote:
+		return c.stepVote(m)
+	case MsgResign:
+		return c.stepResign(m)
+	case MsgElection, MsgOK, MsgRingToken, MsgRingAck:
+		return c.alg.step(m)
+	}
+	return fmt.Errorf("%w: type %v", ErrBadMessage, m.Type)
+}
+
+func (c *core) stepHeartbeat(m Message) error {
+	if m.Term < c.hs.Term {
+		// Tell the stale leader the current term so it steps down now.
+		c.send(Message{Type: MsgAck, To: m.From, Term: c.hs.Term, Seq: m.Seq})
+		c.event(EventStaleTerm, m.From, "heartbeat")
+		return fmt.Errorf("%w: heartbeat of term %d in term %d", ErrStaleTerm, m.Term, c.hs.Term)
+	}
+	if m.Term == c.hs.Term && c.role == Leader {
+		// Only possible without a majority quorum (island mode): the lower
+		// rank yields.
+		if c.outranks(c.self.ID, m.From) {
+			return nil
+		}
+		c.stepDown("another leader of the same term outranks us")
+	}
+	c.adoptTerm(m.Term)
+	if c.role == Candidate {
+		c.role = Follower
+		c.votes, c.refusals = nil, nil
+	}
+	c.alg.reset()
+	c.pending = nil
+	c.lastLeaderContact = c.now
+	c.leaderResigned = false
+	c.setLeader(m.From)
+	for id := range c.view {
+		c.view[id] = false
+	}
+	for _, id := range m.Alive {
+		if c.isMember(id) {
+			c.view[id] = true
+			c.lastSeen[id] = c.now
+		}
+	}
+	c.view[m.From] = true
+	if c.cfg.Backoff != nil {
+		c.cfg.Backoff.Reset()
+	}
+	c.send(Message{Type: MsgAck, To: m.From, Term: m.Term, Seq: m.Seq})
+	return nil
+}
+
+// tryProclaim proclaims unless the node is still backing off.
+func (c *core) tryProclaim() {
+	if c.now < c.standAfter {
+		return
+	}
+	c.proclaim()
+}
+
+// highestInView returns the highest-ranked member believed alive.
+func (c *core) highestInView() string {
+	for _, m := range c.members {
+		if m.ID == c.self.ID || c.view[m.ID] {
+			return m.ID
+		}
+	}
+	return c.self.ID
+}
+
+// proclaim makes this node a candidate for a new term: it votes for itself
+// (persisted before the request goes out) and asks every member for a vote.
+func (c *core) proclaim() {
+	c.alg.reset()
+	c.pending = nil
+	c.hs = HardState{Term: c.hs.Term + 1, VotedFor: c.self.ID}
+	c.hsChanged = true
+	c.role = Candidate
+	c.setLeader("")
+	c.votes = map[string]bool{c.self.ID: true}
+	c.refusals = map[string]bool{}
+	c.voteEnd = c.now + int64(c.cfg.AnswerTicks)
+	c.hbSeq++
+	c.proclaimSq = c.hbSeq
+	c.sentAt = map[uint64]int64{c.hbSeq: c.now}
+	c.event(EventElectionStarted, "", "")
+	c.send(Message{Type: MsgCoordinator, Term: c.hs.Term, Seq: c.hbSeq})
+	if len(c.votes) >= c.quorum {
+		c.becomeLeader()
+	}
+}
+
+func (c *core) electionFailed(reason string) {
+	c.event(EventElectionFailed, "", reason)
+	c.role = Follower
+	c.votes, c.refusals = nil, nil
+	c.standAfter = c.now + int64(c.backoffTicks())
+}
+
+func (c *core) stepCoordinator(m Message) error {
+	if m.Term < c.hs.Term {
+		c.send(Message{Type: MsgVote, To: m.From, Term: c.hs.Term, Seq: m.Seq})
+		c.event(EventStaleTerm, m.From, "coordinator")
+		return fmt.Errorf("%w: coordinator of term %d in term %d", ErrStaleTerm, m.Term, c.hs.Term)
+	}
+	c.view[m.From] = true
+	if c.leaderLive() && m.From != c.leader {
+		// Stickiness: a live leader is still heard. Keep the request: if the
+		// leader goes silent soon, the vote is granted then, without a
+		// second round.
+		if c.role == Follower && (c.pending == nil || c.outranks(m.From, c.pending.From) || m.Term > c.pending.Term) {
+			p := m
+			c.pending = &p
+			c.pendingAt = c.now
+		}
+		if c.role == Leader {
+			c.send(Message{Type: MsgVote, To: m.From, Term: c.hs.Term, Seq: m.Seq})
+		}
+		c.event(EventVoteRefused, m.From, "live leader")
+		return nil
+	}
+	if c.outranks(c.self.ID, m.From) && c.now >= c.standAfter && !(c.leaderResigned && m.From == c.nominee) {
+		// Bully: a lower-ranked member proclaimed while we are alive. Refuse
+		// and stand ourselves.
+		c.adoptTerm(m.Term)
+		c.send(Message{Type: MsgVote, To: m.From, Term: c.hs.Term, Seq: m.Seq})
+		c.event(EventVoteRefused, m.From, "outranked")
+		if c.role != Candidate {
+			c.alg.startElection("")
+		}
+		return nil
+	}
+	c.adoptTerm(m.Term)
+	if c.hs.VotedFor != "" && c.hs.VotedFor != m.From {
+		c.send(Message{Type: MsgVote, To: m.From, Term: c.hs.Term, Seq: m.Seq})
+		c.event(EventVoteRefused, m.From, "already voted in term")
+		return nil
+	}
+	if c.role == Candidate {
+		c.role = Follower
+		c.votes, c.refusals = nil, nil
+	}
+	c.alg.reset()
+	c.hs.VotedFor = m.From
+	c.hsChanged = true
+	c.lastLeaderContact = c.now
+	c.leaderResigned = false
+	c.pending = nil
+	c.send(Message{Type: MsgVote, To: m.From, Term: m.Term, Seq: m.Seq, Granted: true})
+	return nil
+}
+
+func (c *core) stepVote(m Message) error {
+	if m.Term > c.hs.Term {
+		c.adoptTerm(m.Term)
+		if c.role != Leader {
+			c.standAfter = c.now + int64(c.backoffTicks())
+		}
+		return nil
+	}
+	if m.Term < c.hs.Term {
+		return fmt.Errorf("%w: vote of term %d in term %d", ErrStaleTerm, m.Term, c.hs.Term)
+	}
+	switch c.role {
+	case Leader:
+		if m.Granted {
+			c.noteAck(m.From, m.Seq)
+		}
+	case Candidate:
+		if m.Seq != c.proclaimSq {
+			return nil
+		}
+		if !m.Granted {
+			c.refusals[m.From] = true
+			if c.outranks(m.From, c.self.ID) {
+				// A higher-ranked member is alive and standing: wait for it.
+				c.role = Follower
+				c.votes, c.refusals = nil, nil
+				c.alg.startElection(m.From)
+				return nil
+			}
+			if len(c.members)-len(c.refusals) < c.quorum {
+				c.electionFailed("votes refused by too many members")
+			}
+			return nil
+		}
+		c.votes[m.From] = true
+		if len(c.votes) >= c.quorum {
+			c.becomeLeader()
+		}
+	}
+	return nil
+}
+
+func (c *core) stepResign(m Message) error {
+	if m.Term < c.hs.Term {
+		return fmt.Errorf("%w: resign of term %d in term %d", ErrStaleTerm, m.Term, c.hs.Term)
+	}
+	if m.Nominee != "" && !c.isMember(m.Nominee) {
+		return fmt.Errorf("%w: nominee %q", ErrNotMember, m.Nominee)
+	}
+	if m.From != c.leader && m.Term == c.hs.Term && c.leader != "" {
+		return nil // not our leader: ignore
+	}
+	c.adoptTerm(m.Term)
+	c.leaderResigned = true
+	c.nominee = m.Nominee
+	c.setLeader("")
+	c.view[m.From] = false
+	if c.role == Leader {
+		return nil
+	}
+	if m.Nominee == c.self.ID {
+		c.proclaim()
+		return nil
+	}
+	c.alg.reset()
+	c.alg.startElection(m.Nominee)
+	return nil
+}

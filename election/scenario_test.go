@@ -1,0 +1,246 @@
+package election
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// algorithms lists the Node constructors every scenario runs against.
+var algorithms = map[string]func(Config) (Node, error){
+	"bully": NewBully,
+}
+
+func forEachAlgorithm(t *testing.T, f func(t *testing.T, newNode func(Config) (Node, error))) {
+	for name, newNode := range algorithms {
+		t.Run(name, func(t *testing.T) { f(t, newNode) })
+	}
+}
+
+const settle = 200 // ticks: generous bound for one election
+
+func TestStartupElectsHighest(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 5, newNode, nil)
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		if l, _ := s.agreed(); l != "n5" {
+			t.Fatalf("leader = %s, want n5 (highest rank)", l)
+		}
+		// It stays: no election for many heartbeats.
+		term := s.term("n5")
+		s.run(500)
+		if l, ok := s.agreed(); !ok || l != "n5" || s.term("n5") != term {
+			t.Fatalf("leadership not stable: %s", s.describe())
+		}
+	})
+}
+
+func TestLeaderCrash(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 5, newNode, nil)
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		old := s.term("n5")
+		s.crash("n5")
+		ticks := s.runUntil(settle, "failover", func() bool { l, ok := s.agreed(); return ok && l == "n4" })
+		if s.term("n4") <= old {
+			t.Fatalf("new term %d not above %d", s.term("n4"), old)
+		}
+		// Detection takes D = 30 ticks at most; the election itself a few.
+		if ticks > 30+5 {
+			t.Errorf("failover took %d ticks, want <= D+5", ticks)
+		}
+	})
+}
+
+func TestTwoCrashes(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 5, newNode, nil)
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		s.crash("n5")
+		s.crash("n4")
+		s.runUntil(settle, "failover", func() bool { l, ok := s.agreed(); return ok && l == "n3" })
+		// A third crash leaves 2 of 5: no quorum, so no leader at all.
+		s.crash("n3")
+		for i := 0; i < 500; i++ {
+			s.tick()
+			if s.role["n1"] == Leader || s.role["n2"] == Leader {
+				t.Fatalf("tick %d: a leader without quorum: %s", s.now, s.describe())
+			}
+		}
+		s.restart("n4")
+		s.runUntil(settle, "quorum regained", func() bool { l, ok := s.agreed(); return ok && l == "n4" })
+	})
+}
+
+// TestAllDetectAtOnce: every follower suspects in the same tick; the common
+// case costs O(n) election deliveries.
+func TestAllDetectAtOnceIsLinear(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		for _, n := range []int{5, 25, 100} {
+			t.Run(fmt.Sprint(n), func(t *testing.T) {
+				s := newSim(t, n, newNode, nil)
+				s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+				top := fmt.Sprintf("n%d", n)
+				next := fmt.Sprintf("n%d", n-1)
+				s.crash(top)
+				s.resetCounts()
+				s.runUntil(settle, "failover", func() bool { l, ok := s.agreed(); return ok && l == next })
+				got := s.electionDeliveries()
+				t.Logf("n=%d: %d election deliveries %v", n, got, s.delivered)
+				if got > 3*n {
+					t.Fatalf("n=%d: %d election deliveries, want <= 3n = %d", n, got, 3*n)
+				}
+			})
+		}
+	})
+}
+
+func TestPartitionMinorityNeverLeads(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 5, newNode, nil)
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		minority := []string{"n4", "n5"} // the leader is in the minority
+		majority := []string{"n1", "n2", "n3"}
+		s.partition(minority, majority)
+		// The old leader steps down within its lease; the majority elects n3.
+		s.runUntil(settle, "majority leader", func() bool { l, ok := s.agreed(majority...); return ok && l == "n3" })
+		for i := 0; i < 1000; i++ {
+			s.tick()
+			for _, id := range minority {
+				if s.role[id] != Follower && s.role[id] != Candidate {
+					t.Fatalf("tick %d: minority member %s is %v", s.now, id, s.role[id])
+				}
+			}
+		}
+		if l, ok := s.agreed(majority...); !ok || l != "n3" {
+			t.Fatalf("majority lost its leader: %s", s.describe())
+		}
+	})
+}
+
+func TestPartitionHealGivesOneLeader(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 5, newNode, nil)
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		s.partition([]string{"n4", "n5"}, []string{"n1", "n2", "n3"})
+		s.runUntil(settle, "majority leader", func() bool { l, ok := s.agreed("n1", "n2", "n3"); return ok && l == "n3" })
+		s.run(100)
+		s.heal()
+		s.runUntil(settle, "one leader after heal", func() bool { _, ok := s.agreed(); return ok })
+		// Hold-down preemption hands leadership back to the highest rank.
+		s.runUntil(settle+100, "hand-back to n5", func() bool { l, ok := s.agreed(); return ok && l == "n5" })
+	})
+}
+
+func TestRestartedNodeWithStaleTerm(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 5, newNode, nil)
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		s.crash("n5")
+		stale := s.disk["n5"].Term
+		// Push the term up with more failovers while n5 and n1 are down.
+		s.runUntil(settle, "n4 leads", func() bool { l, ok := s.agreed(); return ok && l == "n4" })
+		s.crash("n4")
+		s.runUntil(settle, "n3 leads", func() bool { l, ok := s.agreed(); return ok && l == "n3" })
+		s.restart("n4")
+		s.runUntil(settle+100, "n4 back", func() bool { l, ok := s.agreed(); return ok && l == "n4" })
+		current := s.term("n4")
+		if current <= stale+1 {
+			t.Fatalf("test setup: term %d not ahead of stale %d", current, stale)
+		}
+		// n5 returns with a stale term: it must catch up, never lead in an
+		// old term, and end up leading in a newer one by hand-over.
+		s.restart("n5")
+		s.runUntil(settle+200, "n5 leads again", func() bool { l, ok := s.agreed(); return ok && l == "n5" })
+		if s.term("n5") <= current {
+			t.Fatalf("n5 leads term %d, not above %d", s.term("n5"), current)
+		}
+	})
+}
+
+func TestStaleMessagesRejected(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 3, newNode, nil)
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		before := s.nodes["n1"].Status()
+		err := s.nodes["n1"].Step(Message{Type: MsgHeartbeat, From: "n2", Term: before.Term - 1 + 0, Seq: 1})
+		if before.Term > 1 && !errors.Is(err, ErrStaleTerm) {
+			t.Fatalf("stale heartbeat: err = %v", err)
+		}
+		for _, m := range []Message{
+			{Type: MsgHeartbeat, From: "mallory", Term: 99, Seq: 1},
+			{Type: MsgCoordinator, From: "n1", Term: 99, Seq: 1},
+			{Type: MsgVote, From: "n2", To: "n3", Term: 99, Granted: true},
+			{Type: MsgHeartbeat, From: "n2", Term: 0, Seq: 1},
+		} {
+			if err := s.nodes["n1"].Step(m); err == nil {
+				t.Errorf("%+v accepted", m)
+			}
+		}
+		_ = s.nodes["n1"].Ready()
+		after := s.nodes["n1"].Status()
+		if after.Term != before.Term || after.Leader != before.Leader || after.Role != before.Role {
+			t.Fatalf("rejected messages changed state: %+v -> %+v", before, after)
+		}
+	})
+}
+
+func TestResignHandsOverAtOnce(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 5, newNode, func(c *Config) { c.Preemption = PreemptNever })
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		if err := s.nodes["n5"].Resign("n2"); err != nil {
+			t.Fatal(err)
+		}
+		s.collect("n5")
+		s.stabilize()
+		if l, ok := s.agreed(); !ok || l != "n2" {
+			t.Fatalf("after transfer without a tick: %s", s.describe())
+		}
+		if err := s.nodes["n5"].Resign(""); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("resign by follower: %v", err)
+		}
+		// Resign with no nominee goes to the highest live member but itself.
+		if err := s.nodes["n2"].Resign(""); err != nil {
+			t.Fatal(err)
+		}
+		s.collect("n2")
+		s.stabilize()
+		if l, ok := s.agreed(); !ok || l != "n5" {
+			t.Fatalf("after resign: %s", s.describe())
+		}
+	})
+}
+
+func TestPreemptionPolicies(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		for _, tc := range []struct {
+			p        Preemption
+			wantBack bool
+		}{{PreemptNever, false}, {PreemptImmediate, true}, {PreemptHoldDown, true}} {
+			s := newSim(t, 3, newNode, func(c *Config) { c.Preemption = tc.p })
+			s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+			s.crash("n3")
+			s.runUntil(settle, "n2 leads", func() bool { l, ok := s.agreed(); return ok && l == "n2" })
+			s.restart("n3")
+			back := s.now
+			s.run(400)
+			l, ok := s.agreed()
+			if !ok || (l == "n3") != tc.wantBack {
+				t.Fatalf("policy %d: leader %q ok=%v; %s", tc.p, l, ok, s.describe())
+			}
+			_ = back
+		}
+	})
+}
+
+func TestQuorumOfOneIslandMode(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 2, newNode, func(c *Config) { c.Quorum = 1 })
+		s.runUntil(settle, "leader", func() bool { l, ok := s.agreed(); return ok && l == "n2" })
+		s.partition([]string{"n1"}, []string{"n2"})
+		s.runUntil(settle, "island leader", func() bool { l, ok := s.agreed("n1"); return ok && l == "n1" })
+		s.heal()
+		s.runUntil(settle, "one leader after heal", func() bool { l, ok := s.agreed(); return ok && l == "n2" })
+	})
+}
