@@ -1,0 +1,608 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// ErrNotLeader is returned by Resign and Transfer on an agent that does not lead.
+var ErrNotLeader = election.ErrNotLeader
+
+// ErrNotRunning is returned by calls that need the agent's loop when Run has
+// not started or has returned.
+var ErrNotRunning = errors.New("agent: not running")
+
+// Callbacks tell a program embedding the agent about leadership. They are
+// called in the order the transitions happened, one at a time, from a
+// goroutine of the agent (never from its election loop), so a slow callback
+// delays later callbacks but never the election.
+type Callbacks struct {
+	// OnStartedLeading runs in its own goroutine when this agent becomes
+	// leader. ctx is cancelled the moment leadership is lost (before
+	// OnStoppedLeading), and at the latest when the lease runs out.
+	OnStartedLeading func(ctx context.Context, term uint64)
+	// OnStoppedLeading is called after leadership was lost.
+	OnStoppedLeading func()
+	// OnNewLeader is called whenever the known leader changes; id is ""
+	// while no leader is known.
+	OnNewLeader func(id string, term uint64)
+}
+
+// Store persists the term and vote. Save must be durable when it returns.
+type Store interface {
+	Load() election.HardState
+	Save(election.HardState) error
+	Close() error
+}
+
+// Option configures an Agent.
+type Option func(*Agent) error
+
+// WithNATS makes the agent carry its election over nc (which the caller
+// keeps owning) and answer status and control requests on it.
+func WithNATS(nc *nats.Conn) Option {
+	return func(a *Agent) error {
+		if nc == nil {
+			return errors.New("agent: WithNATS: nil connection")
+		}
+		a.nc = nc
+		return nil
+	}
+}
+
+// WithTransport carries the election over t instead of NATS (tests).
+func WithTransport(t Transport) Option {
+	return func(a *Agent) error { a.transport = t; return nil }
+}
+
+// WithStore replaces the state directory with s (tests).
+func WithStore(s Store) Option { return func(a *Agent) error { a.store = s; return nil } }
+
+// WithLogger sets the logger (default: slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(a *Agent) error { a.log = l; return nil } }
+
+// WithRegistry registers the agent's metrics on reg instead of a registry of
+// its own. Go and process collectors are only added to the agent's own registry.
+func WithRegistry(reg *prometheus.Registry) Option {
+	return func(a *Agent) error { a.reg = reg; a.ownReg = false; return nil }
+}
+
+// WithCallbacks sets the leadership callbacks.
+func WithCallbacks(cb Callbacks) Option { return func(a *Agent) error { a.cb = cb; return nil } }
+
+// WithVersion sets the version reported in status.
+func WithVersion(v string) Option { return func(a *Agent) error { a.version = v; return nil } }
+
+// Agent runs one member of an election group. Create it with New, then call
+// Run. Its query methods are safe for concurrent use.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	ownReg  bool
+	m       *metrics
+	cb      Callbacks
+	version string
+
+	nc        *nats.Conn
+	transport Transport
+	store     Store
+	node      election.Node
+
+	start time.Time // monotonic base for the lease
+
+	// Lease and role, readable without the loop.
+	leading     atomic.Bool
+	leaseEnd    atomic.Int64 // nanoseconds since start
+	term        atomic.Uint64
+	leaderID    atomic.Value // string
+	lastLoopRun atomic.Int64 // nanoseconds since start
+
+	mu       sync.Mutex
+	snapshot election.Status
+
+	// Loop-owned.
+	sentAt     map[uint64]time.Duration
+	role       election.Role
+	leader     string
+	leadCancel context.CancelFunc
+	lastHS     election.HardState
+
+	reqs    chan request
+	running atomic.Bool
+	notify  *notifier
+}
+
+type request struct {
+	nominee string
+	reply   chan error
+}
+
+// New validates cfg and builds an agent. It opens the state directory (and
+// takes its lock) unless WithStore is given.
+func New(cfg Config, opts ...Option) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("agent: config: %w", err)
+	}
+	a := &Agent{
+		cfg:    cfg,
+		log:    slog.Default(),
+		ownReg: true,
+		start:  time.Now(),
+		sentAt: map[uint64]time.Duration{},
+		reqs:   make(chan request),
+	}
+	a.leaderID.Store("")
+	for _, o := range opts {
+		if err := o(a); err != nil {
+			return nil, err
+		}
+	}
+	if a.reg == nil {
+		a.reg = prometheus.NewRegistry()
+	}
+	a.m = newMetrics(a.reg, a.ownReg)
+	a.log = a.log.With("id", cfg.ID, "group", cfg.Group)
+	if a.store == nil {
+		s, err := OpenFileStore(cfg.StateDir)
+		if err != nil {
+			return nil, err
+		}
+		a.store = s
+	}
+	hs := a.store.Load()
+	a.lastHS = hs
+	a.term.Store(hs.Term)
+	a.m.term.Set(float64(hs.Term))
+	tick := cfg.Tick()
+	ecfg := election.Config{
+		ID:             cfg.ID,
+		Members:        cfg.Members,
+		Quorum:         cfg.Quorum,
+		HeartbeatTicks: TicksPerHeartbeat,
+		ElectionTicks:  int(cfg.SuspectAfter() / tick),
+		// The core's lease ends one tick after the wall-clock lease, so the
+		// core never leads past what IsLeader reports.
+		LeaseTicks:    int((cfg.Lease+tick-1)/tick) + 1,
+		AnswerTicks:   int((cfg.AnswerTimeout + tick - 1) / tick),
+		HoldDownTicks: int(cfg.HoldDown / tick),
+		Backoff:       newTickBackoff(cfg.Heartbeat, tick),
+		HardState:     hs,
+	}
+	switch cfg.Preemption {
+	case PreemptNever:
+		ecfg.Preemption = election.PreemptNever
+	case PreemptImmediate:
+		ecfg.Preemption = election.PreemptImmediate
+	default:
+		ecfg.Preemption = election.PreemptHoldDown
+	}
+	var err error
+	switch cfg.Algorithm {
+	case AlgorithmBully:
+		a.node, err = election.NewBully(ecfg)
+	default:
+		err = fmt.Errorf("algorithm %q is not available", cfg.Algorithm)
+	}
+	if err != nil {
+		a.store.Close()
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a.snapshot = a.node.Status()
+	if cfg.IslandMode {
+		a.log.Warn("island mode (quorum: none): a network partition can elect two leaders")
+	}
+	return a, nil
+}
+
+// Registry returns the registry holding the agent's metrics.
+func (a *Agent) Registry() *prometheus.Registry { return a.reg }
+
+// Config returns the validated configuration.
+func (a *Agent) Config() Config { return a.cfg }
+
+func (a *Agent) mono() time.Duration { return time.Since(a.start) }
+
+// IsLeader reports whether this agent leads with a valid lease, checked on
+// the monotonic clock at the time of the call: a process that was paused
+// past its lease answers false the moment it wakes, before its loop runs.
+func (a *Agent) IsLeader() bool {
+	return a.leading.Load() && int64(a.mono()) < a.leaseEnd.Load()
+}
+
+// LeaseRemaining is how long the lease still runs (0 if not leading).
+func (a *Agent) LeaseRemaining() time.Duration {
+	if !a.leading.Load() {
+		return 0
+	}
+	return max(0, time.Duration(a.leaseEnd.Load())-a.mono())
+}
+
+// Leader returns the id of the known leader, or "".
+func (a *Agent) Leader() string {
+	if a.leading.Load() && !a.IsLeader() {
+		return "" // our own lease ran out: we no longer know of a leader
+	}
+	return a.leaderID.Load().(string)
+}
+
+// Term returns the current term, the leader's fencing token.
+func (a *Agent) Term() uint64 { return a.term.Load() }
+
+// Healthy reports whether the election loop ran recently (within 3 heartbeats).
+func (a *Agent) Healthy() bool {
+	return a.running.Load() && a.mono()-time.Duration(a.lastLoopRun.Load()) < 3*a.cfg.Heartbeat
+}
+
+// Ready reports whether the agent has joined its group: its loop runs, its
+// transport is connected and it knows a leader.
+func (a *Agent) Ready() bool {
+	return a.Healthy() && a.transport != nil && a.transport.Connected() && a.Leader() != ""
+}
+
+// Resign makes the leader step down and hand over to the next member in rank.
+func (a *Agent) Resign(ctx context.Context) error { return a.handover(ctx, "") }
+
+// Transfer makes the leader hand over to member id.
+func (a *Agent) Transfer(ctx context.Context, id string) error {
+	if id == "" {
+		return errors.New("agent: transfer: empty member id")
+	}
+	return a.handover(ctx, id)
+}
+
+func (a *Agent) handover(ctx context.Context, nominee string) error {
+	if !a.running.Load() {
+		return ErrNotRunning
+	}
+	r := request{nominee: nominee, reply: make(chan error, 1)}
+	select {
+	case a.reqs <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-r.reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run runs the election until ctx is cancelled. On cancellation a leader
+// first hands over (the successor proclaims at once), then Run returns nil.
+// Run returns an error if the state cannot be persisted: an agent that cannot
+// store its term must not take part.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.running.CompareAndSwap(false, true) {
+		return errors.New("agent: Run called twice")
+	}
+	defer a.running.Store(false)
+	defer a.store.Close()
+	if a.transport == nil {
+		if a.nc == nil {
+			return errors.New("agent: no transport: use WithNATS or WithTransport")
+		}
+		members := make([]string, len(a.cfg.Members))
+		for i, m := range a.cfg.Members {
+			members[i] = m.ID
+		}
+		t, err := NewNATSTransport(a.nc, NATSTransportConfig{
+			Prefix: a.cfg.SubjectPrefix, Group: a.cfg.Group, Self: a.cfg.ID, Members: members,
+			Hooks: Hooks{OnBad: a.m.badMessage, OnMessage: a.m.message},
+		})
+		if err != nil {
+			return err
+		}
+		a.transport = t
+	}
+	defer a.transport.Close()
+	if a.nc != nil {
+		stop, err := a.serveControl()
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	a.notify = newNotifier()
+	defer a.notify.close()
+
+	a.log.Info("agent started", "algorithm", a.cfg.Algorithm, "members", len(a.cfg.Members),
+		"quorum", a.cfg.Quorum, "heartbeat", a.cfg.Heartbeat, "suspect_after", a.cfg.SuspectAfter(),
+		"lease", a.cfg.Lease, "term", a.lastHS.Term)
+	ticker := time.NewTicker(a.cfg.Tick())
+	defer ticker.Stop()
+	inbox := a.transport.Inbox()
+	a.lastLoopRun.Store(int64(a.mono()))
+	for {
+		var err error
+		select {
+		case <-ctx.Done():
+			return a.shutdown()
+		case <-ticker.C:
+			a.node.Tick()
+			err = a.process()
+		case m, ok := <-inbox:
+			if !ok {
+				return errors.New("agent: transport closed")
+			}
+			if serr := a.node.Step(m); serr != nil {
+				a.countRejected(serr)
+			}
+			err = a.process()
+		case r := <-a.reqs:
+			rerr := a.node.Resign(r.nominee)
+			err = a.process()
+			if err == nil {
+				a.flush()
+			}
+			r.reply <- rerr
+		}
+		if err != nil {
+			a.stopLeading("persist failed")
+			return err
+		}
+	}
+}
+
+func (a *Agent) countRejected(err error) {
+	switch {
+	case errors.Is(err, election.ErrStaleTerm):
+		a.m.badMessage("stale_term")
+	case errors.Is(err, election.ErrNotMember):
+		a.m.badMessage("not_member")
+	case errors.Is(err, election.ErrWrongTarget):
+		a.m.badMessage("not_for_me")
+	default:
+		a.m.badMessage("rejected")
+	}
+	a.log.Debug("message rejected", "err", err)
+}
+
+// shutdown hands leadership over (if held) and stops.
+func (a *Agent) shutdown() error {
+	if a.role == election.Leader {
+		a.log.Info("shutting down: handing over leadership")
+		if err := a.node.Resign(""); err == nil {
+			if err := a.process(); err != nil {
+				return err
+			}
+			a.flush()
+		}
+	}
+	a.stopLeading("shutdown")
+	a.log.Info("agent stopped", "term", a.Term())
+	return nil
+}
+
+func (a *Agent) flush() {
+	if a.nc != nil {
+		_ = a.nc.FlushTimeout(a.cfg.Heartbeat)
+	}
+}
+
+// process applies the core's Ready: persist, then send, then report.
+func (a *Agent) process() error {
+	now := a.mono()
+	a.lastLoopRun.Store(int64(now))
+	rd := a.node.Ready()
+	if rd.HardStateChanged && rd.HardState != a.lastHS {
+		if err := a.store.Save(rd.HardState); err != nil {
+			a.m.persistErrors.Inc()
+			a.log.Error("cannot persist term and vote; leaving the election", "err", err)
+			return fmt.Errorf("agent: persist state: %w", err)
+		}
+		a.lastHS = rd.HardState
+	}
+	for _, m := range rd.Messages {
+		if m.Type == election.MsgHeartbeat || m.Type == election.MsgCoordinator {
+			a.sentAt[m.Seq] = now
+		}
+		if err := a.transport.Send(m); err != nil {
+			a.log.Debug("send failed", "type", m.Type, "err", err)
+		}
+	}
+	a.term.Store(rd.Term)
+	a.m.term.Set(float64(rd.Term))
+	for _, ev := range rd.Events {
+		a.report(ev)
+	}
+	// Leadership: the lease runs from the send time of the newest heartbeat
+	// a quorum acknowledged.
+	if rd.Role == election.Leader {
+		if at, ok := a.sentAt[rd.LeaseSeq]; ok {
+			a.leaseEnd.Store(int64(at + a.cfg.Lease))
+			for s := range a.sentAt {
+				if s < rd.LeaseSeq {
+					delete(a.sentAt, s)
+				}
+			}
+		}
+		if int64(now) >= a.leaseEnd.Load() {
+			// The wall-clock lease ran out before the core noticed (it
+			// counts ticks, and a paused process misses ticks): stop acting
+			// now, and make the core step down too.
+			a.stopLeading("lease expired")
+			a.role = rd.Role
+			_ = a.node.Resign("")
+			return a.process()
+		}
+		if a.role != election.Leader {
+			a.startLeading(rd.Term)
+		}
+	} else if a.role == election.Leader {
+		a.stopLeading("lost leadership")
+	}
+	a.role = rd.Role
+	if rd.Leader != a.leader {
+		old := a.leader
+		a.leader = rd.Leader
+		a.leaderID.Store(rd.Leader)
+		a.m.leaderChanges.Inc()
+		a.m.setLeader(old, rd.Leader)
+		a.log.Info("leader changed", "leader", rd.Leader, "previous", old, "term", rd.Term)
+		if a.cb.OnNewLeader != nil {
+			id, term := rd.Leader, rd.Term
+			a.notify.push(func() { a.cb.OnNewLeader(id, term) })
+		}
+	}
+	st := a.node.Status()
+	a.mu.Lock()
+	a.snapshot = st
+	a.mu.Unlock()
+	a.m.quorumLive.Set(float64(st.Live))
+	boolGauge(a.m.quorumOK, st.Live >= st.Quorum)
+	boolGauge(a.m.natsConnected, a.transport.Connected())
+	boolGauge(a.m.isLeader, a.IsLeader())
+	return nil
+}
+
+func (a *Agent) report(ev election.Event) {
+	switch ev.Kind {
+	case election.EventElectionStarted:
+		a.log.Info("standing for election", "term", ev.Term)
+	case election.EventElectionWon:
+		a.m.elections.WithLabelValues("won").Inc()
+		a.log.Info("elected leader", "term", ev.Term)
+	case election.EventElectionFailed:
+		a.m.elections.WithLabelValues("failed").Inc()
+		a.log.Info("election failed", "term", ev.Term, "reason", ev.Reason)
+	case election.EventSteppedDown:
+		a.m.stepDowns.WithLabelValues(stepDownLabel(ev.Reason)).Inc()
+		a.log.Warn("stepped down", "term", ev.Term, "reason", ev.Reason)
+	case election.EventVoteRefused:
+		a.log.Debug("vote refused", "to", ev.Peer, "reason", ev.Reason, "term", ev.Term)
+	}
+}
+
+func stepDownLabel(reason string) string {
+	switch {
+	case reason == "resigned":
+		return "resigned"
+	case len(reason) >= 5 && reason[:5] == "lease":
+		return "lease_expired"
+	case len(reason) >= 3 && reason[:3] == "saw":
+		return "higher_term"
+	}
+	return "other"
+}
+
+func (a *Agent) startLeading(term uint64) {
+	a.leading.Store(true)
+	a.m.isLeader.Set(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	a.leadCancel = cancel
+	if a.cb.OnStartedLeading != nil {
+		f := a.cb.OnStartedLeading
+		a.notify.push(func() { go f(ctx, term) })
+	}
+}
+
+// stopLeading ends leadership on this side at once: IsLeader turns false and
+// the leading context is cancelled before anything else happens.
+func (a *Agent) stopLeading(why string) {
+	if !a.leading.Swap(false) {
+		return
+	}
+	a.leaseEnd.Store(0)
+	a.m.isLeader.Set(0)
+	if a.leadCancel != nil {
+		a.leadCancel()
+		a.leadCancel = nil
+	}
+	a.log.Info("stopped leading", "reason", why, "term", a.Term())
+	if a.cb.OnStoppedLeading != nil {
+		a.notify.push(a.cb.OnStoppedLeading)
+	}
+}
+
+// Status reports the agent's view, with the lease checked at call time.
+func (a *Agent) Status() StatusReport {
+	a.mu.Lock()
+	st := a.snapshot
+	a.mu.Unlock()
+	role := st.Role.String()
+	leading := a.IsLeader()
+	if st.Role == election.Leader && !leading {
+		role = election.Follower.String()
+	}
+	r := StatusReport{
+		ID: a.cfg.ID, Group: a.cfg.Group, Algorithm: a.cfg.Algorithm,
+		Role: role, Leader: a.Leader(), Term: a.Term(),
+		Quorum:           QuorumReport{Size: st.Quorum, Live: st.Live, OK: st.Live >= st.Quorum},
+		IslandMode:       a.cfg.IslandMode,
+		LeaseRemainingMS: a.LeaseRemaining().Milliseconds(),
+		NATSConnected:    a.transport != nil && a.transport.Connected(),
+		Version:          a.version,
+		Time:             time.Now().UTC(),
+	}
+	tick := a.cfg.Tick()
+	for _, m := range st.Members {
+		mr := MemberReport{ID: m.ID, Priority: m.Priority, Alive: m.Alive, LastSeenMS: -1}
+		if m.TicksSinceSeen >= 0 {
+			mr.LastSeenMS = (time.Duration(m.TicksSinceSeen) * tick).Milliseconds()
+		}
+		r.Members = append(r.Members, mr)
+	}
+	return r
+}
+
+// notifier runs callbacks one at a time, in order, off the election loop.
+type notifier struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	queue  []func()
+	closed bool
+	done   chan struct{}
+}
+
+func newNotifier() *notifier {
+	n := &notifier{done: make(chan struct{})}
+	n.cond = sync.NewCond(&n.mu)
+	go n.loop()
+	return n
+}
+
+func (n *notifier) push(f func()) {
+	n.mu.Lock()
+	n.queue = append(n.queue, f)
+	n.mu.Unlock()
+	n.cond.Signal()
+}
+
+func (n *notifier) loop() {
+	defer close(n.done)
+	for {
+		n.mu.Lock()
+		for len(n.queue) == 0 && !n.closed {
+			n.cond.Wait()
+		}
+		if len(n.queue) == 0 {
+			n.mu.Unlock()
+			return
+		}
+		f := n.queue[0]
+		n.queue = n.queue[1:]
+		n.mu.Unlock()
+		f()
+	}
+}
+
+// close runs what is queued, then stops.
+func (n *notifier) close() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	n.cond.Signal()
+	<-n.done
+}

@@ -1,0 +1,248 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) add(s string) {
+	r.mu.Lock()
+	r.events = append(r.events, s)
+	r.mu.Unlock()
+}
+
+func (r *recorder) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.events...)
+}
+
+type testSite struct {
+	t      *testing.T
+	net    *MemNetwork
+	agents map[string]*Agent
+	cancel map[string]context.CancelFunc
+	done   map[string]chan error
+	rec    map[string]*recorder
+}
+
+func newTestSite(t *testing.T, n int) *testSite {
+	s := &testSite{t: t, net: NewMemNetwork(), agents: map[string]*Agent{}, cancel: map[string]context.CancelFunc{},
+		done: map[string]chan error{}, rec: map[string]*recorder{}}
+	var members []election.Member
+	for i := 1; i <= n; i++ {
+		members = append(members, election.Member{ID: fmt.Sprintf("gw%d", i), Priority: i})
+	}
+	for _, m := range members {
+		s.start(m.ID, members)
+	}
+	t.Cleanup(func() {
+		for id := range s.cancel {
+			s.stop(id)
+		}
+	})
+	return s
+}
+
+func (s *testSite) start(id string, members []election.Member) {
+	cfg := Config{ID: id, Group: "site", Members: members, Heartbeat: 20 * time.Millisecond, StateDir: s.t.TempDir(), HoldDown: time.Hour}
+	rec := &recorder{}
+	a, err := New(cfg, WithTransport(s.net.Join(id)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		WithCallbacks(Callbacks{
+			OnStartedLeading: func(ctx context.Context, term uint64) {
+				rec.add(fmt.Sprintf("started %d", term))
+				<-ctx.Done()
+				rec.add("ctx done")
+			},
+			OnStoppedLeading: func() { rec.add("stopped") },
+			OnNewLeader:      func(l string, term uint64) { rec.add("leader " + l) },
+		}))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	s.agents[id], s.cancel[id], s.done[id], s.rec[id] = a, cancel, done, rec
+}
+
+func (s *testSite) stop(id string) error {
+	s.cancel[id]()
+	err := <-s.done[id]
+	delete(s.cancel, id)
+	return err
+}
+
+// agreed returns the leader every listed agent reports, if they agree and it leads.
+func (s *testSite) agreed(ids ...string) string {
+	l := ""
+	for i, id := range ids {
+		got := s.agents[id].Leader()
+		if got == "" || (i > 0 && got != l) {
+			return ""
+		}
+		l = got
+	}
+	if !s.agents[l].IsLeader() {
+		return ""
+	}
+	return l
+}
+
+func TestAgentElectsHighestAndReports(t *testing.T) {
+	s := newTestSite(t, 3)
+	waitFor(t, 5*time.Second, "gw3 to lead", func() bool { return s.agreed("gw1", "gw2", "gw3") == "gw3" })
+	a := s.agents["gw3"]
+	if a.Term() == 0 {
+		t.Fatal("leader at term 0")
+	}
+	st := a.Status()
+	if st.Role != "leader" || st.Leader != "gw3" || st.Quorum.Size != 2 || !st.Quorum.OK || len(st.Members) != 3 {
+		t.Fatalf("status = %+v", st)
+	}
+	if got := testutil.ToFloat64(a.m.isLeader); got != 1 {
+		t.Fatalf("is_leader = %v", got)
+	}
+	if f := s.agents["gw1"]; f.IsLeader() || f.Status().Role != "follower" {
+		t.Fatalf("gw1 status %+v", f.Status())
+	}
+}
+
+func TestAgentIsolatedLeaderStepsDownAndMajorityElects(t *testing.T) {
+	s := newTestSite(t, 3)
+	waitFor(t, 5*time.Second, "gw3 to lead", func() bool { return s.agreed("gw1", "gw2", "gw3") == "gw3" })
+	term := s.agents["gw3"].Term()
+	s.net.Isolate("gw3")
+	waitFor(t, 5*time.Second, "gw3 to step down", func() bool { return !s.agents["gw3"].IsLeader() })
+	waitFor(t, 5*time.Second, "gw2 to lead", func() bool { return s.agreed("gw1", "gw2") == "gw2" })
+	if s.agents["gw2"].Term() <= term {
+		t.Fatalf("new term %d not above %d", s.agents["gw2"].Term(), term)
+	}
+	// Callbacks of the old leader: started, then its ctx cancelled, then stopped.
+	waitFor(t, 5*time.Second, "gw3 callbacks", func() bool {
+		return strings.Contains(strings.Join(s.rec["gw3"].list(), ","), "stopped")
+	})
+	waitFor(t, 5*time.Second, "gw3 leading ctx cancelled", func() bool {
+		return strings.Contains(strings.Join(s.rec["gw3"].list(), ","), "ctx done")
+	})
+	ev := strings.Join(s.rec["gw3"].list(), ",")
+	if i, j := strings.Index(ev, "started"), strings.Index(ev, "stopped"); i < 0 || j < i || !strings.HasPrefix(ev, "leader gw3") {
+		t.Fatalf("gw3 callbacks out of order: %s", ev)
+	}
+	s.net.Heal()
+	waitFor(t, 5*time.Second, "one leader after heal", func() bool { return s.agreed("gw1", "gw2", "gw3") != "" })
+}
+
+func TestAgentTransferAndGracefulStop(t *testing.T) {
+	s := newTestSite(t, 3)
+	waitFor(t, 5*time.Second, "gw3 to lead", func() bool { return s.agreed("gw1", "gw2", "gw3") == "gw3" })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.agents["gw1"].Resign(ctx); err != ErrNotLeader {
+		t.Fatalf("resign on follower: %v", err)
+	}
+	if err := s.agents["gw3"].Transfer(ctx, "gw1"); err != nil {
+		t.Fatal(err)
+	}
+	if s.agents["gw3"].IsLeader() {
+		t.Fatal("gw3 still leader right after transfer returned")
+	}
+	waitFor(t, 2*time.Second, "gw1 to lead", func() bool { return s.agreed("gw1", "gw2", "gw3") == "gw1" })
+	// SIGTERM-like stop of the leader hands over without waiting for D.
+	start := time.Now()
+	if err := s.stop("gw1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "successor", func() bool { return s.agreed("gw2", "gw3") == "gw3" })
+	t.Logf("handover after stop took %s", time.Since(start))
+}
+
+func TestAgentRestartKeepsTerm(t *testing.T) {
+	dir := t.TempDir()
+	members := []election.Member{{ID: "solo"}}
+	cfg := Config{ID: "solo", Group: "g", Members: members, Heartbeat: 20 * time.Millisecond, StateDir: dir}
+	var last uint64
+	for i := 0; i < 3; i++ {
+		net := NewMemNetwork()
+		a, err := New(cfg, WithTransport(net.Join("solo")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Term() < last {
+			t.Fatalf("restart %d: term went back from %d to %d", i, last, a.Term())
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		waitFor(t, 5*time.Second, "solo leads", a.IsLeader)
+		if a.Term() <= last {
+			t.Fatalf("restart %d: new leadership at term %d, not above %d", i, a.Term(), last)
+		}
+		last = a.Term()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestConfigValidateErrorsNameKeys(t *testing.T) {
+	base := func() Config {
+		return Config{ID: "a", Group: "g", Members: []election.Member{{ID: "a"}, {ID: "b"}, {ID: "c"}}, StateDir: "/tmp/x"}
+	}
+	cases := map[string]func(*Config){
+		"id:":               func(c *Config) { c.ID = "zz" },
+		"group:":            func(c *Config) { c.Group = "a b" },
+		"members:":          func(c *Config) { c.Members = append(c.Members, election.Member{ID: "a"}) },
+		"algorithm:":        func(c *Config) { c.Algorithm = "raft" },
+		"quorum:":           func(c *Config) { c.Quorum = 1 },
+		"heartbeat:":        func(c *Config) { c.Heartbeat = time.Millisecond },
+		"heartbeat_misses:": func(c *Config) { c.HeartbeatMisses = 1 },
+		"lease:":            func(c *Config) { c.Lease = 5 * time.Second },
+		"preemption:":       func(c *Config) { c.Preemption = "sometimes" },
+		"state_dir:":        func(c *Config) { c.StateDir = "" },
+		"subject_prefix:":   func(c *Config) { c.SubjectPrefix = "a.*" },
+	}
+	for key, mut := range cases {
+		c := base()
+		mut(&c)
+		err := c.Validate()
+		if err == nil || !strings.HasPrefix(err.Error(), key) {
+			t.Errorf("%s: err = %v", key, err)
+		}
+	}
+	c := base()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Quorum != 2 || c.Lease >= c.SuspectAfter()-c.Heartbeat || c.Lease <= c.Heartbeat {
+		t.Fatalf("defaults: %+v", c)
+	}
+}

@@ -1,0 +1,97 @@
+package agent
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// metrics are the agent's Prometheus series, all under edge_election_ on a
+// registry of the agent's own.
+type metrics struct {
+	isLeader      prometheus.Gauge
+	term          prometheus.Gauge
+	leaderInfo    *prometheus.GaugeVec
+	leaderChanges prometheus.Counter
+	elections     *prometheus.CounterVec
+	stepDowns     *prometheus.CounterVec
+	messages      *prometheus.CounterVec
+	bad           *prometheus.CounterVec
+	quorumLive    prometheus.Gauge
+	quorumOK      prometheus.Gauge
+	natsConnected prometheus.Gauge
+	persistErrors prometheus.Counter
+}
+
+// badReasons are pre-declared so that every series exists at zero from the
+// start (an alert on a rate needs the series before the first increment).
+var badReasons = []string{
+	"malformed", "oversize", "unknown_version", "unknown_type", "wrong_group",
+	"not_member", "subject_mismatch", "bad_field", "not_for_me", "inbox_full",
+	"stale_term", "rejected",
+}
+
+func newMetrics(reg prometheus.Registerer, withRuntime bool) *metrics {
+	f := promauto.With(reg)
+	m := &metrics{
+		isLeader: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_is_leader",
+			Help: "1 while this agent leads its group with a valid lease, else 0."}),
+		term: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_term",
+			Help: "Current election term (the leader's fencing token)."}),
+		leaderInfo: f.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_election_leader",
+			Help: "1 for the member this agent currently follows or is."}, []string{"leader"}),
+		leaderChanges: f.NewCounter(prometheus.CounterOpts{Name: "edge_election_leader_changes_total",
+			Help: "Times the known leader changed (including to none)."}),
+		elections: f.NewCounterVec(prometheus.CounterOpts{Name: "edge_election_elections_total",
+			Help: "Elections this agent stood in, by result."}, []string{"result"}),
+		stepDowns: f.NewCounterVec(prometheus.CounterOpts{Name: "edge_election_step_downs_total",
+			Help: "Times this agent stopped leading, by reason."}, []string{"reason"}),
+		messages: f.NewCounterVec(prometheus.CounterOpts{Name: "edge_election_messages_total",
+			Help: "Election messages by type and direction (in, out)."}, []string{"type", "direction"}),
+		bad: f.NewCounterVec(prometheus.CounterOpts{Name: "edge_election_bad_messages_total",
+			Help: "Inbound messages dropped without effect, by reason."}, []string{"reason"}),
+		quorumLive: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_quorum_live",
+			Help: "Members this agent believes alive, itself included."}),
+		quorumOK: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_quorum_ok",
+			Help: "1 when the live members are at least a quorum."}),
+		natsConnected: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_nats_connected",
+			Help: "1 while the NATS connection is up."}),
+		persistErrors: f.NewCounter(prometheus.CounterOpts{Name: "edge_election_persist_errors_total",
+			Help: "Failures to persist the term and vote (the agent stops on one)."}),
+	}
+	for _, r := range []string{"won", "failed"} {
+		m.elections.WithLabelValues(r)
+	}
+	for _, r := range badReasons {
+		m.bad.WithLabelValues(r)
+	}
+	if withRuntime {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return m
+}
+
+func (m *metrics) message(t election.MsgType, direction string) {
+	m.messages.WithLabelValues(t.String(), direction).Inc()
+}
+
+func (m *metrics) badMessage(reason string) { m.bad.WithLabelValues(reason).Inc() }
+
+func (m *metrics) setLeader(old, leader string) {
+	if old != "" {
+		m.leaderInfo.DeleteLabelValues(old)
+	}
+	if leader != "" {
+		m.leaderInfo.WithLabelValues(leader).Set(1)
+	}
+}
+
+func boolGauge(g prometheus.Gauge, b bool) {
+	if b {
+		g.Set(1)
+	} else {
+		g.Set(0)
+	}
+}

@@ -1,0 +1,243 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// Names of the files kept in a state directory.
+const (
+	stateFileName = "state.json"
+	stateTmpName  = "state.json.tmp"
+	lockFileName  = "LOCK"
+)
+
+// FileStore keeps an agent's election.HardState (term and vote) durably in a
+// directory, and holds an exclusive lock on it so that two agents can never
+// share one term. The term is the leader's fencing token: a FileStore never
+// lets it go back, neither by saving a lower term nor by silently starting
+// afresh from a damaged file.
+//
+// A FileStore is safe for concurrent use.
+type FileStore struct {
+	dir  string
+	lock *os.File
+
+	mu     sync.Mutex
+	hs     election.HardState
+	closed bool
+}
+
+// OpenFileStore opens the state directory dir, creating it (mode 0700) if it
+// is missing. It takes an exclusive, non-blocking lock on dir/LOCK and fails
+// at once if another agent holds it. It loads dir/state.json if it exists;
+// a missing file is a fresh start (term 0, no vote), but a file that cannot
+// be read or parsed is an error naming it, never a reset. A state.json.tmp
+// left by a crash during Save is removed: the save it belonged to never
+// returned, so nothing was sent on its strength.
+func OpenFileStore(dir string) (*FileStore, error) {
+	if dir == "" {
+		return nil, errors.New("agent: state_dir: a state directory is required")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent: create state dir: %w", err)
+	}
+	lockPath := filepath.Join(dir, lockFileName)
+	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("agent: open state lock: %w", err)
+	}
+	if err := flock(lock, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("agent: state dir %s is in use by another agent", dir)
+		}
+		return nil, fmt.Errorf("agent: lock %s: %w", lockPath, err)
+	}
+	s := &FileStore{dir: dir, lock: lock}
+	if err := s.load(); err != nil {
+		s.unlock()
+		return nil, err
+	}
+	return s, nil
+}
+
+// flock applies how to f, retrying when a signal interrupts the call.
+func flock(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+// load reads state.json into s.hs and removes a stale temporary file.
+func (s *FileStore) load() error {
+	tmp := filepath.Join(s.dir, stateTmpName)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("agent: remove stale %s: %w", tmp, err)
+	}
+	path := filepath.Join(s.dir, stateFileName)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("agent: cannot read state file %s: %w (it holds the term, which must never go back; fix the file's access, do not delete it)", path, err)
+	}
+	hs, err := decodeHardState(data)
+	if err != nil {
+		return fmt.Errorf("agent: state file %s is corrupt: %w (it holds the term, which must never go back; restore it, or delete it only if every other member is known to hold a higher term)", path, err)
+	}
+	s.hs = hs
+	return nil
+}
+
+// decodeHardState parses a state file strictly: exactly one JSON object with
+// a term, a valid (or empty) vote and nothing after it. Unknown fields are
+// allowed, so that a downgrade can read a newer agent's file.
+func decodeHardState(data []byte) (election.HardState, error) {
+	var raw struct {
+		Term     *uint64 `json:"term"`
+		VotedFor string  `json:"voted_for"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&raw); err != nil {
+		return election.HardState{}, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return election.HardState{}, errors.New("trailing data after the JSON object")
+	}
+	if raw.Term == nil {
+		return election.HardState{}, errors.New(`no "term" field`)
+	}
+	if raw.VotedFor != "" && !election.ValidID(raw.VotedFor) {
+		return election.HardState{}, fmt.Errorf("voted_for %q is not a valid member id", raw.VotedFor)
+	}
+	return election.HardState{Term: *raw.Term, VotedFor: raw.VotedFor}, nil
+}
+
+// Load returns the stored state: what the last successful Save wrote, or what
+// OpenFileStore read.
+func (s *FileStore) Load() election.HardState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hs
+}
+
+// Save stores hs durably and returns once it is on disk: it writes
+// state.json.tmp, fsyncs it, renames it over state.json and fsyncs the
+// directory. Messages that depend on hs may be sent only after Save returns
+// nil.
+//
+// Save refuses, with an error and without writing, a term lower than the
+// stored one, and a change of the vote already granted in the stored term
+// (one vote per term). Saving the stored state again writes nothing.
+func (s *FileStore) Save(hs election.HardState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("agent: state store is closed")
+	}
+	if hs.Term < s.hs.Term {
+		return fmt.Errorf("agent: refusing to save term %d below the stored term %d", hs.Term, s.hs.Term)
+	}
+	if hs.Term == s.hs.Term && s.hs.VotedFor != "" && hs.VotedFor != s.hs.VotedFor {
+		return fmt.Errorf("agent: refusing to change the vote of term %d from %q to %q", hs.Term, s.hs.VotedFor, hs.VotedFor)
+	}
+	if hs == s.hs {
+		return nil
+	}
+	return s.write(hs)
+}
+
+// write replaces state.json with hs atomically and durably. It updates s.hs
+// as soon as the rename is done, even if the directory fsync then fails: the
+// file may hold hs from then on, so a later Save must not go below it.
+func (s *FileStore) write(hs election.HardState) (err error) {
+	data, err := json.Marshal(hs)
+	if err != nil {
+		return fmt.Errorf("agent: encode state: %w", err)
+	}
+	data = append(data, '\n')
+	tmp := filepath.Join(s.dir, stateTmpName)
+	path := filepath.Join(s.dir, stateFileName)
+
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("agent: save state: %w", err)
+	}
+	renamed := false
+	defer func() {
+		if !renamed {
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("agent: save state: write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("agent: save state: fsync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("agent: save state: close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("agent: save state: %w", err)
+	}
+	renamed = true
+	s.hs = hs
+	if err := syncDir(s.dir); err != nil {
+		return fmt.Errorf("agent: save state: fsync dir %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory so that a rename in it survives a power cut.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return err
+	}
+	return d.Close()
+}
+
+// Close releases the directory lock; later Saves fail. The state files stay.
+// Closing twice is a no-op.
+func (s *FileStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.unlock()
+}
+
+// unlock releases the lock and closes the lock file.
+func (s *FileStore) unlock() error {
+	err := flock(s.lock, syscall.LOCK_UN)
+	if cerr := s.lock.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("agent: release state lock: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,503 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// Subjects. Election traffic from member F to the whole group goes to
+// <prefix>.<group>.el.<F>, and from F to member T to <prefix>.<group>.el.<F>.<T>.
+// Putting the sender in the subject lets the server's permissions pin a
+// member to its own subjects, and lets a member subscribe only to broadcasts
+// and to what is addressed to it. Operator requests go to
+// <prefix>.<group>.ctl.<verb>.
+const (
+	subjectElection = "el"
+	subjectControl  = "ctl"
+)
+
+// Control verbs accepted by ControlSubject.
+const (
+	VerbStatus   = "status"
+	VerbResign   = "resign"
+	VerbTransfer = "transfer"
+)
+
+// BroadcastSubject returns the subject on which member from sends election
+// messages to every member of group.
+func BroadcastSubject(prefix, group, from string) string {
+	return prefix + "." + group + "." + subjectElection + "." + from
+}
+
+// DirectSubject returns the subject on which member from sends election
+// messages to member to alone.
+func DirectSubject(prefix, group, from, to string) string {
+	return BroadcastSubject(prefix, group, from) + "." + to
+}
+
+// ControlSubject returns the subject of an operator request to group; verb is
+// one of VerbStatus, VerbResign, VerbTransfer.
+func ControlSubject(prefix, group, verb string) string {
+	return prefix + "." + group + "." + subjectControl + "." + verb
+}
+
+// BroadcastWildcard returns the subscription that receives every member's
+// broadcasts in group (the subscriber's own included, unless the connection
+// is NoEcho).
+func BroadcastWildcard(prefix, group string) string {
+	return BroadcastSubject(prefix, group, "*")
+}
+
+// DirectWildcard returns the subscription that receives every message
+// addressed to member self in group.
+func DirectWildcard(prefix, group, self string) string {
+	return DirectSubject(prefix, group, "*", self)
+}
+
+// subjectParties extracts the sender and the target ("" for a broadcast) from
+// an election subject of prefix and group; ok is false when subject is not one.
+func subjectParties(subject, prefix, group string) (from, to string, ok bool) {
+	rest, found := strings.CutPrefix(subject, prefix+"."+group+"."+subjectElection+".")
+	if !found {
+		return "", "", false
+	}
+	from, to, direct := strings.Cut(rest, ".")
+	if from == "" || (direct && (to == "" || strings.Contains(to, "."))) {
+		return "", "", false
+	}
+	return from, to, true
+}
+
+// WireVersion is the version of the wire format, sent as "v" in every
+// message. A receiver drops messages of any other version.
+const WireVersion = 1
+
+// WireMaxMembers is the largest group the wire format carries: no list in a
+// message (alive, participants) may be longer. Config validation must keep
+// Members within it, or a full heartbeat could not be encoded.
+const WireMaxMembers = 256
+
+// MaxMessageSize is the largest encoded message, in bytes; anything larger is
+// dropped before it is parsed. It fits the largest legal message of a group
+// of WireMaxMembers members with 64-byte ids: a message carries at most one
+// list (alive on a heartbeat, participants on a ring token) of at most 256
+// ids costing 64+3 bytes each (quotes and comma), 17152 bytes; every other
+// field together (group, type, from, to, nominee, initiator of 64 bytes,
+// term and seq of 20 digits, the keys and punctuation) stays under 600 bytes.
+// 20 KiB leaves about 15% headroom; TestWireMaxLegalMessageFits checks it.
+const MaxMessageSize = 20 << 10
+
+// Reasons for dropping an inbound message, as passed to Hooks.OnBad and set
+// in BadMessageError.Reason.
+const (
+	ReasonOversize        = "oversize"
+	ReasonMalformed       = "malformed"
+	ReasonUnknownVersion  = "unknown_version"
+	ReasonUnknownType     = "unknown_type"
+	ReasonWrongGroup      = "wrong_group"
+	ReasonNotMember       = "not_member"
+	ReasonSubjectMismatch = "subject_mismatch"
+	ReasonNotForMe        = "not_for_me"
+	ReasonBadField        = "bad_field"
+	ReasonInboxFull       = "inbox_full"
+)
+
+// BadMessageError is the error of Decode (and of Encode) for a message that
+// must not be applied. Reason is one of the Reason constants and is meant as
+// a metrics label; Err says what exactly was wrong.
+type BadMessageError struct {
+	Reason string
+	Err    error
+}
+
+// Error implements error.
+func (e *BadMessageError) Error() string {
+	if e.Err == nil {
+		return "agent: bad message: " + e.Reason
+	}
+	return "agent: bad message: " + e.Reason + ": " + e.Err.Error()
+}
+
+// Unwrap returns the underlying error.
+func (e *BadMessageError) Unwrap() error { return e.Err }
+
+func bad(reason, format string, args ...any) error {
+	return &BadMessageError{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// DecodeContext is what Decode checks an inbound message against: the subject
+// prefix and group this member runs in, its own id, and the group's members.
+type DecodeContext struct {
+	Prefix  string
+	Group   string
+	Self    string
+	Members map[string]bool
+}
+
+// wireMessage is the JSON form of election.Message. v, group, type, from and
+// term are always present; the rest only when set. Granted is a pointer so
+// that a vote always says whether it was granted and other types never do.
+type wireMessage struct {
+	V            int      `json:"v"`
+	Group        string   `json:"group"`
+	Type         string   `json:"type"`
+	From         string   `json:"from"`
+	To           string   `json:"to,omitempty"`
+	Term         uint64   `json:"term"`
+	Seq          uint64   `json:"seq,omitempty"`
+	Granted      *bool    `json:"granted,omitempty"`
+	Alive        []string `json:"alive,omitempty"`
+	Nominee      string   `json:"nominee,omitempty"`
+	Initiator    string   `json:"initiator,omitempty"`
+	Participants []string `json:"participants,omitempty"`
+}
+
+// wireKeys are the object keys of wireMessage. encoding/json matches keys
+// case-insensitively and lets a repeated key win silently; the wire format
+// accepts neither, so that what `nats sub` shows is what the agent applies.
+var wireKeys = map[string]bool{
+	"v": true, "group": true, "type": true, "from": true, "to": true,
+	"term": true, "seq": true, "granted": true, "alive": true,
+	"nominee": true, "initiator": true, "participants": true,
+}
+
+// fieldRule says which optional fields a message type uses. A field that a
+// type does not use must be zero; a required one must not be.
+type fieldRule struct {
+	needTerm      bool // term >= 1: the message speaks for an established term
+	seq, needSeq  bool
+	granted       bool
+	alive         bool
+	nominee       bool
+	initiator     bool
+	needInitiator bool
+	participants  bool
+}
+
+// fieldRules is the per-type field contract of the wire format. Election, OK
+// and the ring messages may carry term 0: a member that never saw a leader
+// has no term yet.
+var fieldRules = map[election.MsgType]fieldRule{
+	election.MsgHeartbeat:   {needTerm: true, seq: true, needSeq: true, alive: true},
+	election.MsgAck:         {needTerm: true, seq: true},
+	election.MsgElection:    {},
+	election.MsgOK:          {},
+	election.MsgCoordinator: {needTerm: true, seq: true},
+	election.MsgVote:        {needTerm: true, seq: true, granted: true},
+	election.MsgResign:      {needTerm: true, nominee: true},
+	election.MsgRingToken:   {initiator: true, needInitiator: true, participants: true},
+	election.MsgRingAck:     {initiator: true},
+}
+
+// Encode returns the wire form of m, a message of group. It refuses (with a
+// *BadMessageError) a message that a receiver would drop for its form alone:
+// an unknown type, an invalid id, a field its type does not use, a missing
+// required field, duplicate or too many ids, or a size over MaxMessageSize.
+func Encode(group string, m election.Message) ([]byte, error) {
+	if !election.ValidID(group) {
+		return nil, bad(ReasonBadField, "group %q is not a valid group name", group)
+	}
+	if _, ok := fieldRules[m.Type]; !ok {
+		return nil, bad(ReasonUnknownType, "cannot encode message type %s", m.Type)
+	}
+	if err := checkIDs(m); err != nil {
+		return nil, err
+	}
+	if err := checkFields(m); err != nil {
+		return nil, err
+	}
+	w := wireMessage{
+		V:            WireVersion,
+		Group:        group,
+		Type:         m.Type.String(),
+		From:         m.From,
+		To:           m.To,
+		Term:         m.Term,
+		Seq:          m.Seq,
+		Alive:        m.Alive,
+		Nominee:      m.Nominee,
+		Initiator:    m.Initiator,
+		Participants: m.Participants,
+	}
+	if m.Type == election.MsgVote {
+		w.Granted = &m.Granted
+	}
+	data, err := json.Marshal(&w)
+	if err != nil {
+		return nil, fmt.Errorf("agent: encode %s: %w", m.Type, err)
+	}
+	if len(data) > MaxMessageSize {
+		return nil, bad(ReasonOversize, "encoded %s is %d bytes, over %d", m.Type, len(data), MaxMessageSize)
+	}
+	return data, nil
+}
+
+// Decode parses and checks one message received on subject. It returns a
+// *BadMessageError for anything that must not be applied. The checks run in
+// this order, and the first failing one gives the reason:
+//
+//   - oversize: more than MaxMessageSize bytes (before any parsing);
+//   - malformed: not a single JSON object, a repeated or unknown key (keys
+//     are case-sensitive), a value of the wrong JSON type, trailing data;
+//   - unknown_version: "v" missing or not WireVersion. It is checked before
+//     unknown keys, so that a newer version's new fields are reported as a
+//     version skew rather than as garbage;
+//   - unknown_type;
+//   - wrong_group: "group" is not expect.Group;
+//   - not_member: from, to, nominee, initiator or an id of alive or
+//     participants is not in expect.Members;
+//   - subject_mismatch: subject is not an election subject of the group, or
+//     its sender is not from, or its target is not to ("" on a broadcast);
+//   - not_for_me: to is set and is not expect.Self;
+//   - bad_field: the type's field contract is broken (see Encode), or a list
+//     is longer than the group.
+//
+// Empty lists decode as nil. Decode never panics and does not retain data.
+func Decode(data []byte, subject string, expect DecodeContext) (election.Message, error) {
+	if len(data) > MaxMessageSize {
+		return election.Message{}, bad(ReasonOversize, "%d bytes, over %d", len(data), MaxMessageSize)
+	}
+	w, err := parseWire(data)
+	if err != nil {
+		return election.Message{}, err
+	}
+	t, ok := election.ParseMsgType(w.Type)
+	if !ok {
+		return election.Message{}, bad(ReasonUnknownType, "type %q", w.Type)
+	}
+	if w.Group != expect.Group {
+		return election.Message{}, bad(ReasonWrongGroup, "group %q, want %q", w.Group, expect.Group)
+	}
+	m := election.Message{
+		Type:         t,
+		From:         w.From,
+		To:           w.To,
+		Term:         w.Term,
+		Seq:          w.Seq,
+		Granted:      w.Granted != nil && *w.Granted,
+		Alive:        nilIfEmpty(w.Alive),
+		Nominee:      w.Nominee,
+		Initiator:    w.Initiator,
+		Participants: nilIfEmpty(w.Participants),
+	}
+	if err := checkMembers(m, expect.Members); err != nil {
+		return election.Message{}, err
+	}
+	from, to, ok := subjectParties(subject, expect.Prefix, expect.Group)
+	if !ok {
+		return election.Message{}, bad(ReasonSubjectMismatch, "subject %q is not an election subject of %s.%s", subject, expect.Prefix, expect.Group)
+	}
+	if from != m.From {
+		return election.Message{}, bad(ReasonSubjectMismatch, "subject sender %q, payload from %q", from, m.From)
+	}
+	if to != m.To {
+		return election.Message{}, bad(ReasonSubjectMismatch, "subject target %q, payload to %q", to, m.To)
+	}
+	if m.To != "" && m.To != expect.Self {
+		return election.Message{}, bad(ReasonNotForMe, "to %q", m.To)
+	}
+	if err := checkFields(m); err != nil {
+		return election.Message{}, err
+	}
+	if n := len(expect.Members); len(m.Alive) > n || len(m.Participants) > n {
+		return election.Message{}, bad(ReasonBadField, "list of %d ids in a group of %d", max(len(m.Alive), len(m.Participants)), n)
+	}
+	return m, nil
+}
+
+// parseWire turns data into a wireMessage, reporting malformed or
+// unknown_version.
+func parseWire(data []byte) (wireMessage, error) {
+	var w wireMessage
+	version, unknown, err := scanObject(data)
+	if err != nil {
+		return w, &BadMessageError{Reason: ReasonMalformed, Err: err}
+	}
+	if version != WireVersion {
+		return w, bad(ReasonUnknownVersion, "version %d, want %d", version, WireVersion)
+	}
+	if unknown != "" {
+		return w, bad(ReasonMalformed, "unknown field %q", unknown)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return w, &BadMessageError{Reason: ReasonMalformed, Err: err}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return w, bad(ReasonMalformed, "trailing data")
+	}
+	return w, nil
+}
+
+// scanObject checks that data is exactly one JSON object with no repeated
+// key, and returns its "v" (0 when absent) and the first key that is not a
+// wire key ("" if none).
+func scanObject(data []byte) (version uint64, unknown string, err error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return 0, "", err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return 0, "", errors.New("not a JSON object")
+	}
+	seen := make(map[string]bool, len(wireKeys))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return 0, "", err
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return 0, "", errors.New("object key is not a string")
+		}
+		if seen[key] {
+			return 0, "", fmt.Errorf("repeated key %q", key)
+		}
+		seen[key] = true
+		if !wireKeys[key] && unknown == "" {
+			unknown = key
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return 0, "", err
+		}
+		if key == "v" {
+			version, err = strconv.ParseUint(string(bytes.TrimSpace(raw)), 10, 64)
+			if err != nil {
+				return 0, "", fmt.Errorf("v is %s, not a version number", raw)
+			}
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return 0, "", err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return 0, "", errors.New("trailing data after the object")
+	}
+	return version, unknown, nil
+}
+
+// checkIDs reports an id of m that cannot name a member.
+func checkIDs(m election.Message) error {
+	invalid := func(field, id string) error {
+		return bad(ReasonBadField, "%s %q is not a valid member id", field, id)
+	}
+	if !election.ValidID(m.From) {
+		return invalid("from", m.From)
+	}
+	for _, f := range [...]struct{ name, id string }{{"to", m.To}, {"nominee", m.Nominee}, {"initiator", m.Initiator}} {
+		if f.id != "" && !election.ValidID(f.id) {
+			return invalid(f.name, f.id)
+		}
+	}
+	for _, id := range m.Alive {
+		if !election.ValidID(id) {
+			return invalid("alive", id)
+		}
+	}
+	for _, id := range m.Participants {
+		if !election.ValidID(id) {
+			return invalid("participants", id)
+		}
+	}
+	return nil
+}
+
+// checkMembers reports an id of m that is not in members.
+func checkMembers(m election.Message, members map[string]bool) error {
+	notMember := func(field, id string) error {
+		return bad(ReasonNotMember, "%s %q", field, id)
+	}
+	if !members[m.From] {
+		return notMember("from", m.From)
+	}
+	for _, f := range [...]struct{ name, id string }{{"to", m.To}, {"nominee", m.Nominee}, {"initiator", m.Initiator}} {
+		if f.id != "" && !members[f.id] {
+			return notMember(f.name, f.id)
+		}
+	}
+	for _, id := range m.Alive {
+		if !members[id] {
+			return notMember("alive", id)
+		}
+	}
+	for _, id := range m.Participants {
+		if !members[id] {
+			return notMember("participants", id)
+		}
+	}
+	return nil
+}
+
+// checkFields checks m against the field contract of its type; it needs no
+// knowledge of the group, so Encode and Decode share it.
+func checkFields(m election.Message) error {
+	r, ok := fieldRules[m.Type]
+	if !ok {
+		return bad(ReasonUnknownType, "type %s", m.Type)
+	}
+	t := m.Type
+	switch {
+	case r.needTerm && m.Term == 0:
+		return bad(ReasonBadField, "%s with term 0", t)
+	case r.needSeq && m.Seq == 0:
+		return bad(ReasonBadField, "%s with seq 0", t)
+	case !r.seq && m.Seq != 0:
+		return bad(ReasonBadField, "seq set on %s", t)
+	case !r.granted && m.Granted:
+		return bad(ReasonBadField, "granted set on %s", t)
+	case !r.alive && len(m.Alive) > 0:
+		return bad(ReasonBadField, "alive set on %s", t)
+	case !r.nominee && m.Nominee != "":
+		return bad(ReasonBadField, "nominee set on %s", t)
+	case r.needInitiator && m.Initiator == "":
+		return bad(ReasonBadField, "%s without initiator", t)
+	case !r.initiator && m.Initiator != "":
+		return bad(ReasonBadField, "initiator set on %s", t)
+	case !r.participants && len(m.Participants) > 0:
+		return bad(ReasonBadField, "participants set on %s", t)
+	case m.To != "" && m.To == m.From:
+		return bad(ReasonBadField, "%s addressed to its sender", t)
+	case m.Nominee != "" && m.Nominee == m.From:
+		return bad(ReasonBadField, "resign nominating its sender")
+	case len(m.Alive) > WireMaxMembers || len(m.Participants) > WireMaxMembers:
+		return bad(ReasonBadField, "list longer than %d ids", WireMaxMembers)
+	}
+	if id := firstDuplicate(m.Alive); id != "" {
+		return bad(ReasonBadField, "alive lists %q twice", id)
+	}
+	if id := firstDuplicate(m.Participants); id != "" {
+		return bad(ReasonBadField, "participants lists %q twice", id)
+	}
+	return nil
+}
+
+func firstDuplicate(ids []string) string {
+	if len(ids) < 2 {
+		return ""
+	}
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if seen[id] {
+			return id
+		}
+		seen[id] = true
+	}
+	return ""
+}
+
+func nilIfEmpty(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
