@@ -253,26 +253,30 @@ func TestNATSTransportDropsBadMessages(t *testing.T) {
 	oversize := append(good(hbA), []byte(strings.Repeat(" ", agent.MaxMessageSize))...)
 
 	publish := []struct {
+		what    string
 		subject string
 		data    []byte
 	}{
-		{fromA, []byte("garbage")},
-		{fromA, []byte(`{"v":1,"group":"g","type":"heartbeat","from":"a","term":1,"seq":1,"extra":true}`)},
-		{fromA, oversize},
-		{fromA, []byte(`{"v":9,"group":"g","type":"heartbeat","from":"a","term":1,"seq":1}`)},
-		{fromA, []byte(`{"v":1,"group":"g","type":"takeover","from":"a","term":1}`)},
-		{fromA, good(election.Message{Type: election.MsgHeartbeat, From: "c", Term: 1, Seq: 1})}, // forged sender
-		{agent.BroadcastSubject(prefix, "g", "zz"), []byte(`{"v":1,"group":"g","type":"heartbeat","from":"zz","term":1,"seq":1}`)},
-		{fromA, good(election.Message{Type: election.MsgHeartbeat, From: "a", Term: 1, Seq: 1, Alive: []string{"a"}})[:0:0]}, // empty payload
-		{fromA, mustEncode(t, "other", hbA)}, // wrong group on our subject
-		{agent.BroadcastSubject(prefix, "other", "a"), mustEncode(t, "other", hbA)}, // other group: never delivered
-		{fromA, []byte(`{"v":1,"group":"g","type":"heartbeat","from":"a","term":1}`)},                  // seq 0
-		{agent.DirectSubject(prefix, "g", "a", "c"), good(election.Message{Type: election.MsgOK, From: "a", To: "c"})}, // not subscribed
-		{fromA, good(hbA)}, // the marker: everything before it has been handled
+		{"garbage", fromA, []byte("garbage")},
+		{"empty payload", fromA, nil},
+		{"unknown field", fromA, []byte(`{"v":1,"group":"g","type":"heartbeat","from":"a","term":1,"seq":1,"extra":true}`)},
+		{"oversize", fromA, oversize},
+		{"unknown version", fromA, []byte(`{"v":9,"group":"g","type":"heartbeat","from":"a","term":1,"seq":1}`)},
+		{"unknown type", fromA, []byte(`{"v":1,"group":"g","type":"takeover","from":"a","term":1}`)},
+		{"forged sender", fromA, good(election.Message{Type: election.MsgHeartbeat, From: "c", Term: 1, Seq: 1})},
+		{"non-member", agent.BroadcastSubject(prefix, "g", "zz"), []byte(`{"v":1,"group":"g","type":"heartbeat","from":"zz","term":1,"seq":1}`)},
+		{"wrong group on our subject", fromA, mustEncode(t, "other", hbA)},
+		{"seq 0", fromA, []byte(`{"v":1,"group":"g","type":"heartbeat","from":"a","term":1}`)},
+		// Never delivered to b: another group's subject, a message for c.
+		{"other group", agent.BroadcastSubject(prefix, "other", "a"), mustEncode(t, "other", hbA)},
+		{"for c", agent.DirectSubject(prefix, "g", "a", "c"), good(election.Message{Type: election.MsgOK, From: "a", To: "c"})},
+		// The marker: b handles messages in order, so everything before it
+		// has been handled once b receives it.
+		{"marker", fromA, good(hbA)},
 	}
 	for _, p := range publish {
 		if err := raw.Publish(p.subject, p.data); err != nil {
-			t.Fatalf("publish %s: %v", p.subject, err)
+			t.Fatalf("publish %s: %v", p.what, err)
 		}
 	}
 	wantMsg(t, "b", recvMsg(t, b, "b"), hbA)

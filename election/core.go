@@ -231,33 +231,45 @@ func (c *core) Tick() {
 }
 
 func (c *core) tickFollower() {
-	if c.alg.busy() {
-		if c.now >= c.alg.deadline() {
+	if c.leaderLive() {
+		if c.alg.busy() && c.now >= c.alg.deadline() {
 			c.alg.onDeadline()
 		}
-		return
-	}
-	if c.leaderLive() {
 		return
 	}
 	if c.leader != "" {
 		c.view[c.leader] = false // the member we now suspect
 		c.setLeader("")
 	}
-	if c.pending != nil {
-		p := *c.pending
-		c.pending = nil
-		if p.Term > c.hs.Term && c.now-c.pendingAt <= int64(c.cfg.AnswerTicks) {
-			c.stepCoordinator(p)
-			if c.leaderLive() {
-				return
-			}
+	if c.votePending() {
+		return
+	}
+	if c.alg.busy() {
+		if c.now >= c.alg.deadline() {
+			c.alg.onDeadline()
 		}
+		return
 	}
 	if c.now < c.standAfter {
 		return
 	}
 	c.alg.startElection("")
+}
+
+// votePending grants a vote deferred while a leader was still heard, now
+// that it is not, if the request is still fresh. It reports whether a vote
+// was granted.
+func (c *core) votePending() bool {
+	if c.pending == nil {
+		return false
+	}
+	p := *c.pending
+	c.pending = nil
+	if p.Term <= c.hs.Term || c.now-c.pendingAt > int64(c.cfg.AnswerTicks) {
+		return false
+	}
+	_ = c.stepCoordinator(p)
+	return c.leaderLive()
 }
 
 func (c *core) tickLeader() {
@@ -403,8 +415,12 @@ func (c *core) Resign(nominee string) error {
 		return fmt.Errorf("election: cannot hand over to %q", nominee)
 	}
 	if nominee == "" {
+		// The highest member that has actually acknowledged us lately: a
+		// member only presumed alive may be dead, and the hand-over would
+		// then wait for its answer timeout.
 		for _, m := range c.members {
-			if m.ID != c.self.ID && c.alive(m.ID) {
+			at, ok := c.ackedAt[m.ID]
+			if m.ID != c.self.ID && ok && c.now-at < int64(c.cfg.ElectionTicks) {
 				nominee = m.ID
 				break
 			}
@@ -655,6 +671,11 @@ func (c *core) stepResign(m Message) error {
 	}
 	if m.Nominee == c.self.ID {
 		c.proclaim()
+		return nil
+	}
+	// The nominee's COORDINATOR may have overtaken this RESIGN (they come
+	// from different members): grant it now.
+	if c.votePending() {
 		return nil
 	}
 	c.alg.reset()

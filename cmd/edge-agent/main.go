@@ -1,3 +1,191 @@
+// Command edge-agent elects one leader among the gateways of a site over
+// NATS. See README.md for the operating contract.
 package main
 
-func main() {}
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/edge"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit codes: 0 success, 1 runtime failure, 2 bad config or usage.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+const usage = `edge-agent: leader election for the gateways of an edge site, over NATS.
+
+Usage:
+  edge-agent run --config FILE [flags]       run this gateway's agent (see run -h)
+  edge-agent status [--json] --nats-url URL --group G
+                                             ask every agent of a group who leads
+  edge-agent resign --nats-url URL --group G the leader steps down and hands over
+  edge-agent transfer ID --nats-url URL --group G
+                                             the leader hands over to member ID
+  edge-agent demo [--gateways N] [--heartbeat D]
+                                             a whole local site: election and failover
+  edge-agent check-config --config FILE      validate a config file
+  edge-agent version
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return cmdRun(rest, stderr)
+	case "status":
+		return cmdStatus(rest, stdout, stderr)
+	case "resign":
+		return cmdHandover(rest, "", stdout, stderr)
+	case "transfer":
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			fmt.Fprintln(stderr, "edge-agent transfer: give the member ID first: edge-agent transfer ID --nats-url URL --group G")
+			return exitUsage
+		}
+		return cmdHandover(rest[1:], rest[0], stdout, stderr)
+	case "demo":
+		return cmdDemo(rest, stdout, stderr)
+	case "check-config":
+		return cmdCheckConfig(rest, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "edge-agent %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return exitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "edge-agent: unknown command %q\n\n%s", cmd, usage)
+	return exitUsage
+}
+
+func newLogger(w io.Writer, format, level string) *slog.Logger {
+	var lv slog.Level
+	switch level {
+	case "debug":
+		lv = slog.LevelDebug
+	case "warn":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	default:
+		lv = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func cmdRun(args []string, stderr io.Writer) int {
+	rc, err := loadRunConfig(args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			runUsage(stderr)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "edge-agent: %v\n", err)
+		return exitUsage
+	}
+	log := newLogger(stderr, rc.LogFormat, rc.LogLevel)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := runAgent(ctx, rc, log); err != nil {
+		log.Error("edge-agent failed", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// runAgent runs one gateway's agent until ctx ends: embedded NATS server if
+// configured, the NATS connection, the HTTP endpoints and the election.
+func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
+	urls := append([]string(nil), rc.NATSURLs...)
+	if rc.EmbeddedNATS {
+		srv, err := edge.StartEmbedded(edge.EmbeddedConfig{Listen: rc.NATSListen, ServerName: rc.Agent.Group + "-" + rc.Agent.ID})
+		if err != nil {
+			return err
+		}
+		defer srv.Shutdown()
+		log.Info("embedded NATS server listening", "url", srv.ClientURL())
+		urls = append([]string{srv.ClientURL()}, urls...)
+	}
+	name := "edge-agent/" + rc.Agent.Group + "/" + rc.Agent.ID
+	nc, err := nats.Connect(strings.Join(urls, ","), append(agent.NATSOptions(name),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrl()) }),
+	)...)
+	if err != nil {
+		return fmt.Errorf("connect to NATS %s: %w", strings.Join(urls, ","), err)
+	}
+	defer nc.Close()
+	a, err := agent.New(rc.Agent, agent.WithNATS(nc), agent.WithLogger(log), agent.WithVersion(version))
+	if err != nil {
+		return err
+	}
+	if rc.HTTPAddr != "" {
+		ln, err := net.Listen("tcp", rc.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("http_addr %s: %w", rc.HTTPAddr, err)
+		}
+		srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		log.Info("http listening", "addr", ln.Addr().String())
+	}
+	return a.Run(ctx)
+}
+
+func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	path := fs.String("config", "", "config file to check")
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "edge-agent check-config: %v\n", err)
+		return exitUsage
+	}
+	if *path == "" && fs.NArg() == 1 {
+		*path = fs.Arg(0)
+	}
+	rc, err := loadCheckConfig(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "edge-agent: %v\n", err)
+		return exitUsage
+	}
+	c := rc.Agent
+	fmt.Fprintf(stdout, "config OK: member %s of group %s (%d members, quorum %d, %s), heartbeat %s, suspect after %s, lease %s\n",
+		c.ID, c.Group, len(c.Members), c.Quorum, c.Algorithm, c.Heartbeat, c.SuspectAfter(), c.Lease)
+	if c.IslandMode {
+		fmt.Fprintln(stdout, "warning: quorum: none (island mode): a partition can elect two leaders")
+	}
+	return exitOK
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/edge"
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// demoGateway is one agent of the demo site, in this process.
+type demoGateway struct {
+	id     string
+	agent  *agent.Agent
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// cmdDemo runs a whole site in one process: an embedded NATS server and N
+// agents. It shows the first election, a crash failover (the leader's
+// connection dropped with no handover) and a graceful handover, with times.
+func cmdDemo(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	n := fs.Int("gateways", 5, "number of gateways (2..15)")
+	hb := fs.Duration("heartbeat", 100*time.Millisecond, "heartbeat period H")
+	algo := fs.String("algorithm", agent.AlgorithmBully, "election algorithm")
+	verbose := fs.Bool("v", false, "show the agents' logs")
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "edge-agent demo: %v\n", err)
+		return exitUsage
+	}
+	if *n < 2 || *n > 15 {
+		fmt.Fprintln(stderr, "edge-agent demo: --gateways must be 2..15")
+		return exitUsage
+	}
+	logOut := io.Discard
+	if *verbose {
+		logOut = stderr
+	}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := runDemo(stdout, log, *n, *hb, *algo); err != nil {
+		fmt.Fprintf(stderr, "edge-agent demo: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func runDemo(out io.Writer, log *slog.Logger, n int, hb time.Duration, algo string) error {
+	dir, err := os.MkdirTemp("", "edge-agent-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := edge.StartEmbedded(edge.EmbeddedConfig{Listen: "127.0.0.1:0", ServerName: "demo-site"})
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+
+	var members []election.Member
+	for i := 1; i <= n; i++ {
+		members = append(members, election.Member{ID: fmt.Sprintf("gw%d", i), Priority: i * 10})
+	}
+	cfg := agent.Config{Group: "demo", Members: members, Algorithm: algo, Heartbeat: hb}
+	probe := cfg // the settings every gateway ends up with, for the banner
+	probe.ID, probe.StateDir = "gw1", dir
+	if err := probe.Validate(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "demo site: %d gateways (%s), embedded NATS at %s\n", n, algo, srv.ClientURL())
+	fmt.Fprintf(out, "heartbeat H=%s, suspect after D=%s, lease L=%s, quorum %d of %d\n\n",
+		probe.Heartbeat, probe.SuspectAfter(), probe.Lease, probe.Quorum, n)
+
+	gws := map[string]*demoGateway{}
+	defer func() {
+		for _, g := range gws {
+			g.stop()
+		}
+	}()
+	start := time.Now()
+	for _, m := range members {
+		c := cfg
+		c.ID = m.ID
+		c.StateDir = fmt.Sprintf("%s/%s", dir, m.ID)
+		nc, err := nats.Connect(srv.ClientURL(), agent.NATSOptions("edge-agent/demo/"+m.ID)...)
+		if err != nil {
+			return err
+		}
+		a, err := agent.New(c, agent.WithNATS(nc), agent.WithLogger(log), agent.WithVersion(version))
+		if err != nil {
+			nc.Close()
+			return err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		g := &demoGateway{id: m.ID, agent: a, nc: nc, cancel: cancel, done: make(chan error, 1)}
+		go func() { g.done <- a.Run(ctx) }()
+		gws[m.ID] = g
+		fmt.Fprintf(out, "  started %s (priority %d)\n", m.ID, m.Priority)
+	}
+
+	leader, term, err := waitAgreement(gws, "", 0, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nelected: %s leads term %d, %s after start-up (members first wait D for a live leader)\n", leader, term, ms(time.Since(start)))
+
+	fmt.Fprintf(out, "\ncrash: killing leader %s (its connection drops, no handover)\n", leader)
+	crashed := gws[leader]
+	t0 := time.Now()
+	crashed.crash()
+	delete(gws, leader)
+	newLeader, newTerm, err := waitAgreement(gws, leader, term, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "failover: %s leads term %d, %s after the crash; all %d survivors agree\n", newLeader, newTerm, ms(time.Since(t0)), len(gws))
+
+	fmt.Fprintf(out, "\nhandover: stopping leader %s gracefully (as on SIGTERM)\n", newLeader)
+	g := gws[newLeader]
+	t1 := time.Now()
+	g.cancel()
+	<-g.done
+	g.nc.Close()
+	delete(gws, newLeader)
+	third, thirdTerm, err := waitAgreement(gws, newLeader, newTerm, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "handover: %s leads term %d, %s after the stop; all %d remaining agree\n", third, thirdTerm, ms(time.Since(t1)), len(gws))
+	return nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+// waitAgreement polls until every gateway reports the same leader, other
+// than not, in a term above after, and that leader holds its lease.
+func waitAgreement(gws map[string]*demoGateway, not string, after uint64, timeout time.Duration) (string, uint64, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		leader := ""
+		agree := true
+		for _, g := range gws {
+			l := g.agent.Leader()
+			if l == "" || l == not || (leader != "" && l != leader) {
+				agree = false
+				break
+			}
+			leader = l
+		}
+		if agree && leader != "" {
+			if lg, ok := gws[leader]; ok && lg.agent.IsLeader() && lg.agent.Term() > after {
+				return leader, lg.agent.Term(), nil
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return "", 0, fmt.Errorf("no agreed leader within %s", timeout)
+}
+
+// crash drops the gateway's connection first, so nothing it does afterwards
+// (its loop would hand over on cancel) reaches the others: a SIGKILL.
+func (g *demoGateway) crash() {
+	g.nc.Close()
+	g.cancel()
+	<-g.done
+}
+
+func (g *demoGateway) stop() {
+	g.cancel()
+	<-g.done
+	g.nc.Close()
+}
