@@ -20,7 +20,7 @@ type simNet struct {
 	// drop, when set, drops matching messages in flight.
 	drop func(Message) bool
 
-	disk        map[string]HardState     // what each node persisted
+	disk        map[string]HardState // what each node persisted
 	votes       map[string]map[uint64]string
 	leaderTerm  map[uint64]string // term -> the one member that led it
 	role        map[string]Role
