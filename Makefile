@@ -9,7 +9,7 @@ BIN     := bin
 # version through the module proxy, so a fresh machine needs nothing but Go.
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2")
 
-.PHONY: all build build-arm64 test race short lint tidy-check demo failover clean
+.PHONY: all build build-arm64 test race short lint tidy-check demo failover handover fuzz fuzz-short clean
 
 all: lint test build
 
@@ -43,8 +43,25 @@ tidy-check:
 demo:
 	$(GO) run ./cmd/edge-agent demo
 
+# Crash failover of 5 agent processes (H=100ms, k=3): p50/p99 over TRIALS.
+TRIALS ?= 30
 failover:
-	$(GO) run ./internal/failoverbench -trials 30
+	$(GO) run ./internal/failoverbench -trials $(TRIALS)
+
+# Graceful handover (SIGTERM to the leader), same measurement.
+handover:
+	$(GO) run ./internal/failoverbench -trials $(TRIALS) -mode term
+
+# Native fuzzing, FUZZTIME per target (CI runs fuzz-short).
+FUZZTIME ?= 10m
+FUZZ_TARGETS := ./election:FuzzElection ./agent:FuzzDecode
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) || exit 1; done
+
+fuzz-short:
+	$(MAKE) fuzz FUZZTIME=20s
 
 clean:
 	rm -rf $(BIN)

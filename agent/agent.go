@@ -432,6 +432,7 @@ func (a *Agent) process() error {
 			// The wall-clock lease ran out before the core noticed (it
 			// counts ticks, and a paused process misses ticks): stop acting
 			// now, and make the core step down too.
+			a.log.Debug("wall-clock lease expired", "lease_seq", rd.LeaseSeq, "lease_end", time.Duration(a.leaseEnd.Load()), "now", now, "sent", len(a.sentAt))
 			a.stopLeading("lease expired")
 			a.role = rd.Role
 			_ = a.node.Resign("")

@@ -104,6 +104,9 @@ func (c *Config) Validate() error {
 	if len(c.Members) == 0 {
 		return errors.New("members: at least one member is required")
 	}
+	if len(c.Members) > WireMaxMembers {
+		return fmt.Errorf("members: %d members exceed the limit of %d", len(c.Members), WireMaxMembers)
+	}
 	seen := map[string]bool{}
 	self := false
 	for _, m := range c.Members {

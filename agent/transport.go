@@ -20,13 +20,14 @@ type Transport interface {
 }
 
 // Hooks let a transport report traffic for metrics. Nil funcs are skipped.
+// Hooks must not block and must not call the transport's Close.
 type Hooks struct {
 	// OnBad is called once for every dropped inbound message with a short
 	// reason label: malformed, oversize, unknown_version, unknown_type,
 	// wrong_group, not_member, subject_mismatch, bad_field, not_for_me,
 	// inbox_full.
 	OnBad func(reason string)
-	// OnMessage is called for every accepted inbound ("in") and every sent
-	// ("out") message.
+	// OnMessage is called for every inbound message that reached Inbox
+	// ("in") and every sent message ("out").
 	OnMessage func(t election.MsgType, direction string)
 }

@@ -244,3 +244,20 @@ func TestQuorumOfOneIslandMode(t *testing.T) {
 		s.runUntil(settle, "one leader after heal", func() bool { l, ok := s.agreed(); return ok && l == "n2" })
 	})
 }
+
+// TestIsolatedLeaderStepsDownBeforeSuccessor: the old leader's lease ends
+// before the majority can elect, and it never leads while cut off.
+func TestIsolatedLeaderStepsDownBeforeSuccessor(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 5, newNode, nil)
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		s.isolate("n5")
+		down := s.runUntil(settle, "n5 steps down", func() bool { return s.role["n5"] != Leader })
+		if down > s.cfgs["n5"].LeaseTicks {
+			t.Fatalf("isolated leader stepped down after %d ticks, lease is %d", down, s.cfgs["n5"].LeaseTicks)
+		}
+		s.runUntil(settle, "n4 leads the rest", func() bool { l, ok := s.agreed("n1", "n2", "n3", "n4"); return ok && l == "n4" })
+		s.heal()
+		s.runUntil(settle+200, "n5 back in charge", func() bool { l, ok := s.agreed(); return ok && l == "n5" })
+	})
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edge-agent/edge-agent/internal/harness"
+)
+
+// binary is the edge-agent built once for the end-to-end tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "edge-agent-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	binary, err = harness.BuildBinary(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestE2EFailoverWithProcesses runs five agent processes on a real
+// nats-server: the highest rank leads, SIGKILL of the leader gives a new
+// leader in a higher term, SIGTERM hands over and exits 0.
+func TestE2EFailoverWithProcesses(t *testing.T) {
+	ns, err := harness.StartNATS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	dir := t.TempDir()
+	site := harness.NewSite(binary, ns.ClientURL(), dir, 5, "--heartbeat", "100ms", "--heartbeat-misses", "3", "--preemption", "never")
+	defer site.Stop()
+	if err := site.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	ids := site.IDs()
+	first, err := site.WaitAgreement(ids, "", 0, 5*time.Millisecond, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Leader != "gw5" {
+		t.Fatalf("leader %s, want gw5 (highest priority)", first.Leader)
+	}
+
+	// The operating contract of /status, by field name.
+	leader := site.Proc("gw5")
+	code, body := httpGet(t, "http://"+leader.HTTPAddr+"/status")
+	if code != 200 {
+		t.Fatalf("/status: %d", code)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(body), &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"id", "group", "algorithm", "role", "leader", "term", "quorum", "members"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("/status lacks %q: %s", k, body)
+		}
+	}
+	if raw["role"] != "leader" || raw["id"] != "gw5" || raw["algorithm"] != "bully" {
+		t.Errorf("/status of the leader: %s", body)
+	}
+	q, _ := raw["quorum"].(map[string]any)
+	if q["size"] != float64(3) || q["ok"] != true {
+		t.Errorf("quorum: %v", q)
+	}
+	members, _ := raw["members"].([]any)
+	if len(members) != 5 {
+		t.Fatalf("members: %v", members)
+	}
+	m0, _ := members[0].(map[string]any)
+	for _, k := range []string{"id", "priority", "alive"} {
+		if _, ok := m0[k]; !ok {
+			t.Errorf("member lacks %q: %v", k, m0)
+		}
+	}
+	if code, _ := httpGet(t, "http://"+leader.HTTPAddr+"/healthz"); code != 200 {
+		t.Errorf("/healthz: %d", code)
+	}
+	if code, _ := httpGet(t, "http://"+leader.HTTPAddr+"/readyz"); code != 200 {
+		t.Errorf("/readyz: %d", code)
+	}
+	if _, metrics := httpGet(t, "http://"+leader.HTTPAddr+"/metrics"); !strings.Contains(metrics, "edge_election_is_leader 1") ||
+		!strings.Contains(metrics, `edge_election_messages_total{direction="out",type="heartbeat"}`) {
+		t.Errorf("/metrics of the leader lacks series:\n%s", metrics)
+	}
+
+	// edge-agent status --json asks every agent over NATS.
+	out, err := exec.Command(binary, "status", "--json", "--nats-url", ns.ClientURL(), "--group", "site").Output()
+	if err != nil {
+		t.Fatalf("status --json: %v", err)
+	}
+	var reports []map[string]any
+	if err := json.Unmarshal(out, &reports); err != nil || len(reports) != 5 {
+		t.Fatalf("status --json: %d reports, err %v:\n%s", len(reports), err, out)
+	}
+	for _, r := range reports {
+		if r["leader"] != "gw5" {
+			t.Errorf("status --json: %v", r)
+		}
+	}
+	table, err := exec.Command(binary, "status", "--nats-url", ns.ClientURL(), "--group", "site").Output()
+	if err != nil || !strings.Contains(string(table), "leader gw5") {
+		t.Errorf("status table: %v\n%s", err, table)
+	}
+
+	// Crash: SIGKILL the leader.
+	if err := site.Kill("gw5"); err != nil {
+		t.Fatal(err)
+	}
+	survivors := []string{"gw1", "gw2", "gw3", "gw4"}
+	second, err := site.WaitAgreement(survivors, "gw5", first.Term, 2*time.Millisecond, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Leader != "gw4" || second.Term <= first.Term {
+		t.Fatalf("after SIGKILL: %+v (before %+v)", second, first)
+	}
+
+	// Graceful: SIGTERM the new leader; it hands over and exits 0.
+	if err := site.Terminate("gw4"); err != nil {
+		t.Fatalf("SIGTERM exit: %v", err)
+	}
+	third, err := site.WaitAgreement([]string{"gw1", "gw2", "gw3"}, "gw4", second.Term, 2*time.Millisecond, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Leader != "gw3" {
+		t.Fatalf("after SIGTERM: %+v", third)
+	}
+
+	// The killed leader restarts from its persisted term and follows.
+	if _, err := site.Start("gw5"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := site.WaitAgreement([]string{"gw1", "gw2", "gw3", "gw5"}, "", second.Term, 5*time.Millisecond, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.ReadFile(filepath.Join(dir, "gw5", "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hs struct{ Term uint64 }
+	if err := json.Unmarshal(st, &hs); err != nil || hs.Term < third.Term {
+		t.Fatalf("gw5 persisted %s, want term >= %d", st, third.Term)
+	}
+
+	// resign through the CLI: the leader steps down, another takes over.
+	out, err = exec.Command(binary, "resign", "--nats-url", ns.ClientURL(), "--group", "site").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "gw3 resigned") {
+		t.Fatalf("resign: %v\n%s", err, out)
+	}
+	if _, err := site.WaitAgreement([]string{"gw1", "gw2", "gw3", "gw5"}, "gw3", third.Term, 2*time.Millisecond, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestE2EBadConfigExitsTwo: a bad config or flag is one clear error naming
+// the key, and exit code 2.
+func TestE2EBadConfigExitsTwo(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("id: gw1\ngroup: site\nmembers: gw1,gw2,gw3\nheartbeat: soon\nstate_dir: "+dir+"\nnats:\n  urls: [nats://127.0.0.1:4222]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good.yaml")
+	if err := os.WriteFile(good, []byte("id: gw1\ngroup: site\nmembers: gw1,gw2,gw3\nheartbeat: 100ms\nstate_dir: "+dir+"\nnats:\n  urls: [nats://127.0.0.1:4222]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"check-config", "--config", bad}, 2, "heartbeat"},
+		{[]string{"run", "--config", bad}, 2, "heartbeat"},
+		{[]string{"run", "--config", good, "--heartbeat-misses", "x"}, 2, "--heartbeat-misses"},
+		{[]string{"run", "--config", good, "--id", "gw9"}, 2, "id"},
+		{[]string{"check-config", "--config", good}, 0, "config OK"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"version"}, 0, "edge-agent"},
+	} {
+		cmd := exec.Command(binary, tc.args...)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.code || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%v: exit %d, output %q; want exit %d mentioning %q", tc.args, code, out, tc.code, tc.want)
+		}
+		if tc.code == 2 && strings.Count(strings.TrimSpace(string(out)), "\n") > 0 && tc.args[0] != "frobnicate" {
+			t.Errorf("%v: want one line, got %q", tc.args, out)
+		}
+	}
+}

@@ -1,0 +1,127 @@
+// Command failoverbench measures crash failover and graceful handover of real
+// edge-agent processes on one real NATS server: it SIGKILLs (or SIGTERMs) the
+// leader, then polls every survivor's /status until all report the same new
+// leader in a higher term. It prints p50/p99 over the trials.
+//
+//	go run ./internal/failoverbench -trials 30 -agents 5 -heartbeat 100ms -misses 3
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/edge-agent/edge-agent/internal/harness"
+)
+
+func main() {
+	trials := flag.Int("trials", 30, "number of failovers to measure")
+	n := flag.Int("agents", 5, "agents in the group")
+	hb := flag.Duration("heartbeat", 100*time.Millisecond, "heartbeat period H")
+	misses := flag.Int("misses", 3, "missed heartbeats k before suspicion")
+	mode := flag.String("mode", "kill", "kill (SIGKILL, crash) or term (SIGTERM, graceful handover)")
+	poll := flag.Duration("poll", time.Millisecond, "status polling interval")
+	verbose := flag.Bool("v", false, "print the agents' logs")
+	flag.Parse()
+	if err := run(*trials, *n, *hb, *misses, *mode, *poll, *verbose); err != nil {
+		fmt.Fprintln(os.Stderr, "failoverbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Duration, verbose bool) error {
+	if mode != "kill" && mode != "term" {
+		return fmt.Errorf("-mode must be kill or term")
+	}
+	dir, err := os.MkdirTemp("", "failoverbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin, err := harness.BuildBinary(dir)
+	if err != nil {
+		return err
+	}
+	ns, err := harness.StartNATS()
+	if err != nil {
+		return err
+	}
+	defer ns.Shutdown()
+	site := harness.NewSite(bin, ns.ClientURL(), dir, n,
+		"--heartbeat", hb.String(), "--heartbeat-misses", fmt.Sprint(misses), "--preemption", "never", "--log-level", "debug")
+	if verbose {
+		site.Log = os.Stderr
+	}
+	defer site.Stop()
+	if err := site.StartAll(); err != nil {
+		return err
+	}
+	ids := site.IDs()
+	cur, err := site.WaitAgreement(ids, "", 0, 5*time.Millisecond, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("failover of %d agent processes, one nats-server, H=%s k=%d (D=%s), mode=%s, poll %s\n",
+		n, hb, misses, time.Duration(misses)*hb, mode, poll)
+	var samples []time.Duration
+	for i := 0; i < trials; i++ {
+		// Let the leader run a random part of a heartbeat period, so the kill
+		// lands at a random phase of the heartbeat cycle.
+		time.Sleep(hb + rand.N(hb))
+		victim := cur.Leader
+		var survivors []string
+		for _, id := range site.Running() {
+			if id != victim {
+				survivors = append(survivors, id)
+			}
+		}
+		t0 := time.Now()
+		if mode == "kill" {
+			err = site.Kill(victim)
+		} else {
+			err = site.Terminate(victim)
+		}
+		if err != nil {
+			return fmt.Errorf("trial %d: stop %s: %w", i, victim, err)
+		}
+		next, err := site.WaitAgreement(survivors, victim, cur.Term, poll, 30*time.Second)
+		if err != nil {
+			return fmt.Errorf("trial %d: %w", i, err)
+		}
+		d := next.At.Sub(t0)
+		samples = append(samples, d)
+		fmt.Printf("trial %2d: %s -> %s term %d->%d in %6.1f ms\n", i+1, victim, next.Leader, cur.Term, next.Term, ms(d))
+		if _, err := site.Start(victim); err != nil {
+			return err
+		}
+		cur, err = site.WaitAgreement(ids, "", 0, 5*time.Millisecond, 30*time.Second)
+		if err != nil {
+			return fmt.Errorf("trial %d: after restart: %w", i, err)
+		}
+	}
+	report(os.Stdout, samples)
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// percentile returns the nearest-rank percentile p (0..100) of sorted xs.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(p/100*float64(len(sorted))+0.999999) - 1
+	rank = max(0, min(rank, len(sorted)-1))
+	return sorted[rank]
+}
+
+func report(w io.Writer, samples []time.Duration) {
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	fmt.Fprintf(w, "\ntrials %d: min %.1f ms, p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+		len(s), ms(s[0]), ms(percentile(s, 50)), ms(percentile(s, 90)), ms(percentile(s, 99)), ms(s[len(s)-1]))
+}
