@@ -121,6 +121,7 @@ type Agent struct {
 	reqs    chan request
 	running atomic.Bool
 	notify  *notifier
+	journal *journal
 }
 
 type request struct {
@@ -403,6 +404,7 @@ func (a *Agent) process() error {
 			return fmt.Errorf("agent: persist state: %w", err)
 		}
 		a.lastHS = rd.HardState
+		a.journal.write(JournalEntry{Event: "state", Term: rd.HardState.Term, VotedFor: rd.HardState.VotedFor})
 	}
 	for _, m := range rd.Messages {
 		if m.Type == election.MsgHeartbeat || m.Type == election.MsgCoordinator {
@@ -421,7 +423,11 @@ func (a *Agent) process() error {
 	// a quorum acknowledged.
 	if rd.Role == election.Leader {
 		if at, ok := a.sentAt[rd.LeaseSeq]; ok {
-			a.leaseEnd.Store(int64(at + a.cfg.Lease))
+			end := at + a.cfg.Lease
+			if a.leading.Load() && int64(end) > a.leaseEnd.Load() {
+				a.journal.write(JournalEntry{Event: "renew", Term: rd.Term, Until: a.wallUntil(end)})
+			}
+			a.leaseEnd.Store(int64(end))
 			for s := range a.sentAt {
 				if s < rd.LeaseSeq {
 					delete(a.sentAt, s)
@@ -501,11 +507,34 @@ func stepDownLabel(reason string) string {
 func (a *Agent) startLeading(term uint64) {
 	a.leading.Store(true)
 	a.m.isLeader.Set(1)
+	a.journal.write(JournalEntry{Event: "lead", Term: term, Until: a.wallUntil(time.Duration(a.leaseEnd.Load()))})
 	ctx, cancel := context.WithCancel(context.Background())
 	a.leadCancel = cancel
+	go a.leaseGuard(ctx, cancel)
 	if a.cb.OnStartedLeading != nil {
 		f := a.cb.OnStartedLeading
 		a.notify.push(func() { go f(ctx, term) })
+	}
+}
+
+// leaseGuard cancels the leading context when the lease runs out, even if
+// the election loop is stuck and cannot notice: what runs under the context
+// never outlives the lease.
+func (a *Agent) leaseGuard(ctx context.Context, cancel context.CancelFunc) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		rem := time.Duration(a.leaseEnd.Load()) - a.mono()
+		if rem <= 0 || !a.leading.Load() {
+			cancel()
+			return
+		}
+		t.Reset(rem)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 
@@ -521,6 +550,7 @@ func (a *Agent) stopLeading(why string) {
 		a.leadCancel()
 		a.leadCancel = nil
 	}
+	a.journal.write(JournalEntry{Event: "stop", Term: a.Term(), Reason: why})
 	a.log.Info("stopped leading", "reason", why, "term", a.Term())
 	if a.cb.OnStoppedLeading != nil {
 		a.notify.push(a.cb.OnStoppedLeading)

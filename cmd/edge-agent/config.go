@@ -58,6 +58,9 @@ type runConfig struct {
 	LogFormat string
 	// LogLevel is "debug", "info", "warn" or "error".
 	LogLevel string
+	// Journal, when set, is a file the agent appends its leadership
+	// intervals and persisted votes to (JSON lines, see agent.JournalEntry).
+	Journal string
 }
 
 // configError is a mistake in the configuration (flags or file). Its message
@@ -191,6 +194,8 @@ var settings = []setting{
 			rc.LogLevel = s
 			return nil
 		}},
+	{key: "journal", flag: "journal", usage: "append leadership intervals and votes as JSON lines to `FILE` (an audit log; fault tests read it)",
+		set: func(rc *runConfig, s string) error { rc.Journal = s; return nil }},
 }
 
 // configFlag is the flag that names the config file.
@@ -216,6 +221,7 @@ type fileConfig struct {
 	HTTPAddr        yaml.Node `yaml:"http_addr"`
 	LogFormat       yaml.Node `yaml:"log_format"`
 	LogLevel        yaml.Node `yaml:"log_level"`
+	Journal         yaml.Node `yaml:"journal"`
 	NATS            *fileNATS `yaml:"nats"`
 }
 
@@ -246,6 +252,7 @@ func (f *fileConfig) nodes() map[string]*yaml.Node {
 		"http_addr":        &f.HTTPAddr,
 		"log_format":       &f.LogFormat,
 		"log_level":        &f.LogLevel,
+		"journal":          &f.Journal,
 	}
 	n := f.NATS
 	if n == nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edge-agent/edge-agent/internal/harness"
+	"github.com/edge-agent/edge-agent/internal/journalcheck"
 )
 
 // binary is the edge-agent built once for the end-to-end tests.
@@ -55,6 +56,7 @@ func TestE2EFailoverWithProcesses(t *testing.T) {
 	defer ns.Shutdown()
 	dir := t.TempDir()
 	site := harness.NewSite(binary, ns.ClientURL(), dir, 5, "--heartbeat", "100ms", "--heartbeat-misses", "3", "--preemption", "never")
+	site.Journals = true
 	defer site.Stop()
 	if err := site.StartAll(); err != nil {
 		t.Fatal(err)
@@ -178,6 +180,20 @@ func TestE2EFailoverWithProcesses(t *testing.T) {
 	}
 	if _, err := site.WaitAgreement([]string{"gw1", "gw2", "gw3", "gw5"}, "gw3", third.Term, 2*time.Millisecond, 20*time.Second); err != nil {
 		t.Fatal(err)
+	}
+
+	// Across the crash, the handover and the resign: never two valid leases
+	// at once, one vote per term, terms never back.
+	site.Stop()
+	entries, err := journalcheck.ReadFiles(site.JournalPaths()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := journalcheck.Check(entries, time.Now())
+	t.Logf("journals: %s", rep)
+	if !rep.OK() || len(rep.Intervals) < 4 {
+		t.Fatalf("journals: %s; overlaps %v; double votes %v; split terms %v; regressions %v",
+			rep, rep.Overlaps, rep.DoubleVotes, rep.SplitTerms, rep.TermRegressions)
 	}
 }
 

@@ -148,7 +148,16 @@ func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
 		return fmt.Errorf("connect to NATS %s: %w", strings.Join(urls, ","), err)
 	}
 	defer nc.Close()
-	a, err := agent.New(rc.Agent, agent.WithNATS(nc), agent.WithLogger(log), agent.WithVersion(version))
+	opts := []agent.Option{agent.WithNATS(nc), agent.WithLogger(log), agent.WithVersion(version)}
+	if rc.Journal != "" {
+		f, err := os.OpenFile(rc.Journal, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+		defer f.Close()
+		opts = append(opts, agent.WithJournal(f))
+	}
+	a, err := agent.New(rc.Agent, opts...)
 	if err != nil {
 		return err
 	}

@@ -67,6 +67,9 @@ type Site struct {
 	Args []string
 	// Log, if set, receives every agent's log lines prefixed with its id.
 	Log io.Writer
+	// Journals makes every agent append its leadership journal to
+	// Dir/<id>.journal (see JournalPaths).
+	Journals bool
 
 	mu    sync.Mutex
 	procs map[string]*Proc
@@ -99,6 +102,15 @@ func (s *Site) IDs() []string {
 	return ids
 }
 
+// JournalPaths returns the journal file of every member (with Journals set).
+func (s *Site) JournalPaths() []string {
+	var ps []string
+	for _, id := range s.IDs() {
+		ps = append(ps, filepath.Join(s.Dir, id+".journal"))
+	}
+	return ps
+}
+
 // Start launches agent id and waits until its HTTP endpoint is up.
 func (s *Site) Start(id string) (*Proc, error) {
 	args := append([]string{"run",
@@ -106,6 +118,9 @@ func (s *Site) Start(id string) (*Proc, error) {
 		"--nats-url", s.NATSURL, "--state-dir", filepath.Join(s.Dir, id),
 		"--http-addr", "127.0.0.1:0", "--log-format", "json",
 	}, s.Args...)
+	if s.Journals {
+		args = append(args, "--journal", filepath.Join(s.Dir, id+".journal"))
+	}
 	cmd := exec.Command(s.Bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
