@@ -122,6 +122,14 @@ type Agent struct {
 	running atomic.Bool
 	notify  *notifier
 	journal *journal
+
+	// Fast failover (fastpath.go).
+	sys      *nats.Conn
+	noFast   bool
+	gone     chan goneReport
+	disc     chan struct{}
+	fastAt   time.Duration // when this agent last acted on a disconnect report
+	actAfter atomic.Int64  // a fenced new leader acts from this time on
 }
 
 type request struct {
@@ -142,6 +150,9 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		start:  time.Now(),
 		sentAt: map[uint64]time.Duration{},
 		reqs:   make(chan request),
+		gone:   make(chan goneReport, 64),
+		disc:   make(chan struct{}, 1),
+		noFast: cfg.DisableFastFailover,
 	}
 	a.leaderID.Store("")
 	for _, o := range opts {
@@ -218,7 +229,16 @@ func (a *Agent) mono() time.Duration { return time.Since(a.start) }
 // the monotonic clock at the time of the call: a process that was paused
 // past its lease answers false the moment it wakes, before its loop runs.
 func (a *Agent) IsLeader() bool {
-	return a.leading.Load() && int64(a.mono()) < a.leaseEnd.Load()
+	if !a.leading.Load() {
+		return false
+	}
+	now := int64(a.mono())
+	if now >= a.leaseEnd.Load() || now < a.actAfter.Load() {
+		return false
+	}
+	// With the fast path on, the others may elect the moment the server
+	// reports this connection closed: stop acting as soon as it is down.
+	return a.noFast || a.nc == nil || a.nc.IsConnected()
 }
 
 // LeaseRemaining is how long the lease still runs (0 if not leading).
@@ -314,6 +334,32 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		}
 		defer stop()
+		prevDisc, prevRecon := a.nc.DisconnectErrHandler(), a.nc.ReconnectHandler()
+		a.nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
+			select {
+			case a.disc <- struct{}{}:
+			default:
+			}
+			a.log.Warn("NATS disconnected", "err", err)
+			if prevDisc != nil {
+				prevDisc(c, err)
+			}
+		})
+		a.nc.SetReconnectHandler(func(c *nats.Conn) {
+			a.log.Info("NATS reconnected", "url", c.ConnectedUrl())
+			if prevRecon != nil {
+				prevRecon(c)
+			}
+		})
+		defer a.nc.SetDisconnectErrHandler(prevDisc)
+		defer a.nc.SetReconnectHandler(prevRecon)
+	}
+	if a.sys != nil && !a.noFast {
+		stop, err := a.subscribeAdvisories()
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	a.notify = newNotifier()
 	defer a.notify.close()
@@ -340,6 +386,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			if serr := a.node.Step(m); serr != nil {
 				a.countRejected(serr)
 			}
+			err = a.process()
+		case r := <-a.gone:
+			a.onGone(r)
+			err = a.process()
+		case <-a.disc:
+			a.onOwnDisconnect()
 			err = a.process()
 		case r := <-a.reqs:
 			rerr := a.node.Resign(r.nominee)
@@ -409,6 +461,9 @@ func (a *Agent) process() error {
 	for _, m := range rd.Messages {
 		if m.Type == election.MsgHeartbeat || m.Type == election.MsgCoordinator {
 			a.sentAt[m.Seq] = now
+		}
+		if m.Type == election.MsgHeartbeat && !a.noFast {
+			m.Conn = connIdentity(a.nc) // lets members match disconnect reports
 		}
 		if err := a.transport.Send(m); err != nil {
 			a.log.Debug("send failed", "type", m.Type, "err", err)
@@ -505,6 +560,7 @@ func stepDownLabel(reason string) string {
 }
 
 func (a *Agent) startLeading(term uint64) {
+	a.actAfter.Store(int64(a.fenceUntil()))
 	a.leading.Store(true)
 	a.m.isLeader.Set(1)
 	a.journal.write(JournalEntry{Event: "lead", Term: term, Until: a.wallUntil(time.Duration(a.leaseEnd.Load()))})

@@ -61,6 +61,12 @@ type Config struct {
 	StateDir string
 	// SubjectPrefix prefixes every NATS subject (default "edge.election").
 	SubjectPrefix string
+	// DisableFastFailover ignores the server's disconnect reports: failures
+	// are then detected by missed heartbeats alone.
+	DisableFastFailover bool
+	// Fence is how long a leader elected because the server reported its
+	// predecessor's connection closed waits before it acts. 0 picks one tick.
+	Fence time.Duration
 }
 
 // TicksPerHeartbeat is how many logical ticks the agent runs per heartbeat
@@ -174,6 +180,12 @@ func (c *Config) Validate() error {
 	}
 	if c.AnswerTimeout < tick || c.AnswerTimeout > d {
 		return fmt.Errorf("answer_timeout: %s is outside %s..%s", c.AnswerTimeout, tick, d)
+	}
+	if c.Fence == 0 {
+		c.Fence = tick
+	}
+	if c.Fence < 0 || c.Fence >= c.Lease {
+		return fmt.Errorf("fast_failover_fence: %s is outside 0..lease %s", c.Fence, c.Lease)
 	}
 	if c.HoldDown == 0 {
 		c.HoldDown = 10 * c.Heartbeat

@@ -11,18 +11,19 @@ import (
 // metrics are the agent's Prometheus series, all under edge_election_ on a
 // registry of the agent's own.
 type metrics struct {
-	isLeader      prometheus.Gauge
-	term          prometheus.Gauge
-	leaderInfo    *prometheus.GaugeVec
-	leaderChanges prometheus.Counter
-	elections     *prometheus.CounterVec
-	stepDowns     *prometheus.CounterVec
-	messages      *prometheus.CounterVec
-	bad           *prometheus.CounterVec
-	quorumLive    prometheus.Gauge
-	quorumOK      prometheus.Gauge
-	natsConnected prometheus.Gauge
-	persistErrors prometheus.Counter
+	isLeader       prometheus.Gauge
+	term           prometheus.Gauge
+	leaderInfo     *prometheus.GaugeVec
+	leaderChanges  prometheus.Counter
+	elections      *prometheus.CounterVec
+	stepDowns      *prometheus.CounterVec
+	messages       *prometheus.CounterVec
+	bad            *prometheus.CounterVec
+	quorumLive     prometheus.Gauge
+	quorumOK       prometheus.Gauge
+	natsConnected  prometheus.Gauge
+	persistErrors  prometheus.Counter
+	fastSuspicions prometheus.Counter
 }
 
 // badReasons are pre-declared so that every series exists at zero from the
@@ -60,6 +61,8 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool) *metrics {
 			Help: "1 while the NATS connection is up."}),
 		persistErrors: f.NewCounter(prometheus.CounterOpts{Name: "edge_election_persist_errors_total",
 			Help: "Failures to persist the term and vote (the agent stops on one)."}),
+		fastSuspicions: f.NewCounter(prometheus.CounterOpts{Name: "edge_election_fast_suspicions_total",
+			Help: "Elections started at once because the server reported the leader's connection closed."}),
 	}
 	for _, r := range []string{"won", "failed"} {
 		m.elections.WithLabelValues(r)

@@ -157,6 +157,7 @@ type wireMessage struct {
 	Nominee      string   `json:"nominee,omitempty"`
 	Initiator    string   `json:"initiator,omitempty"`
 	Participants []string `json:"participants,omitempty"`
+	Conn         string   `json:"conn,omitempty"`
 }
 
 // wireKeys are the object keys of wireMessage. encoding/json matches keys
@@ -165,7 +166,7 @@ type wireMessage struct {
 var wireKeys = map[string]bool{
 	"v": true, "group": true, "type": true, "from": true, "to": true,
 	"term": true, "seq": true, "granted": true, "alive": true,
-	"nominee": true, "initiator": true, "participants": true,
+	"nominee": true, "initiator": true, "participants": true, "conn": true,
 }
 
 // fieldRule says which optional fields a message type uses. A field that a
@@ -179,13 +180,14 @@ type fieldRule struct {
 	initiator     bool
 	needInitiator bool
 	participants  bool
+	conn          bool
 }
 
 // fieldRules is the per-type field contract of the wire format. Election, OK
 // and the ring messages may carry term 0: a member that never saw a leader
 // has no term yet.
 var fieldRules = map[election.MsgType]fieldRule{
-	election.MsgHeartbeat:   {needTerm: true, seq: true, needSeq: true, alive: true},
+	election.MsgHeartbeat:   {needTerm: true, seq: true, needSeq: true, alive: true, conn: true},
 	election.MsgAck:         {needTerm: true, seq: true},
 	election.MsgElection:    {},
 	election.MsgOK:          {},
@@ -225,6 +227,7 @@ func Encode(group string, m election.Message) ([]byte, error) {
 		Nominee:      m.Nominee,
 		Initiator:    m.Initiator,
 		Participants: m.Participants,
+		Conn:         m.Conn,
 	}
 	if m.Type == election.MsgVote {
 		w.Granted = &m.Granted
@@ -286,6 +289,7 @@ func Decode(data []byte, subject string, expect DecodeContext) (election.Message
 		Nominee:      w.Nominee,
 		Initiator:    w.Initiator,
 		Participants: nilIfEmpty(w.Participants),
+		Conn:         w.Conn,
 	}
 	if err := checkMembers(m, expect.Members); err != nil {
 		return election.Message{}, err
@@ -465,6 +469,10 @@ func checkFields(m election.Message) error {
 		return bad(ReasonBadField, "initiator set on %s", t)
 	case !r.participants && len(m.Participants) > 0:
 		return bad(ReasonBadField, "participants set on %s", t)
+	case !r.conn && m.Conn != "":
+		return bad(ReasonBadField, "conn set on %s", t)
+	case !validConn(m.Conn):
+		return bad(ReasonBadField, "conn %q is not a connection identity", m.Conn)
 	case m.To != "" && m.To == m.From:
 		return bad(ReasonBadField, "%s addressed to its sender", t)
 	case m.Nominee != "" && m.Nominee == m.From:
@@ -500,4 +508,18 @@ func nilIfEmpty(s []string) []string {
 		return nil
 	}
 	return s
+}
+
+// validConn reports whether s can identify a bus connection: empty, or at
+// most 128 printable ASCII characters without spaces.
+func validConn(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }

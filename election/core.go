@@ -53,6 +53,7 @@ type core struct {
 	pending           *Message         // a COORDINATOR deferred because a live leader was still heard
 	pendingAt         int64
 	nominee           string // the member a resigning leader handed over to
+	leaderConn        string // the bus connection the leader announced
 
 	// Candidate side.
 	votes      map[string]bool
@@ -437,6 +438,26 @@ func (c *core) Resign(nominee string) error {
 	return nil
 }
 
+// LeaderGone implements Node. The report must name the connection the leader
+// announced: a report about an earlier connection (the leader reconnected
+// since) or about a member that does not lead changes nothing.
+func (c *core) LeaderGone(id, conn string) bool {
+	if c.role == Leader || id == c.self.ID || id != c.leader || conn == "" || conn != c.leaderConn {
+		return false
+	}
+	c.view[id] = false
+	c.setLeader("")
+	c.leaderConn = ""
+	c.lastLeaderContact = neverTick
+	if c.votePending() {
+		return true
+	}
+	if !c.alg.busy() && c.now >= c.standAfter {
+		c.alg.startElection("")
+	}
+	return true
+}
+
 // --- follower and candidate -------------------------------------------------
 
 func (c *core) Step(m Message) error {
@@ -492,6 +513,7 @@ func (c *core) stepHeartbeat(m Message) error {
 	c.lastLeaderContact = c.now
 	c.leaderResigned = false
 	c.setLeader(m.From)
+	c.leaderConn = m.Conn
 	for id := range c.view {
 		c.view[id] = false
 	}

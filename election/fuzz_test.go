@@ -32,7 +32,7 @@ func fuzzOne(t *testing.T, name string, newNode func(Config) (Node, error), data
 	})
 	pick := func(b byte) string { return s.ids[int(b)%n] }
 	for i := 2; i < len(data); i++ {
-		op := data[i] % 16
+		op := data[i] % 17
 		arg := byte(0)
 		if i+1 < len(data) {
 			arg = data[i+1]
@@ -83,6 +83,26 @@ func fuzzOne(t *testing.T, name string, newNode func(Config) (Node, error), data
 			if !s.crashed[id] {
 				if err := s.nodes[id].Resign(""); err == nil {
 					s.collect(id)
+				}
+			}
+			i++
+		case 16:
+			// A crash the bus reports: some members learn at once that the
+			// dead member's connection closed.
+			id := pick(arg)
+			if !s.crashed[id] {
+				s.crash(id)
+				var told []string
+				for k, o := range s.ids {
+					if arg&(1<<(k%8)) != 0 {
+						told = append(told, o)
+					}
+				}
+				for _, o := range told {
+					if !s.crashed[o] {
+						s.nodes[o].LeaderGone(id, s.connOf(id))
+						s.collect(o)
+					}
 				}
 			}
 			i++

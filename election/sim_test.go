@@ -29,6 +29,7 @@ type simNet struct {
 	delivered   map[MsgType]int
 	failures    []string
 	leaderTicks map[string]int
+	incarnation map[string]int
 }
 
 // fixedBackoff doubles from Base up to Max ticks, deterministically.
@@ -60,7 +61,7 @@ func newSim(t testing.TB, n int, newNode func(Config) (Node, error), tweak func(
 		cfgs: map[string]Config{}, nodes: map[string]Node{}, crashed: map[string]bool{},
 		cut: map[[2]string]bool{}, disk: map[string]HardState{}, votes: map[string]map[uint64]string{},
 		leaderTerm: map[uint64]string{}, role: map[string]Role{}, lastRole: map[string]Role{},
-		delivered: map[MsgType]int{}, leaderTicks: map[string]int{},
+		delivered: map[MsgType]int{}, leaderTicks: map[string]int{}, incarnation: map[string]int{},
 	}
 	var members []Member
 	for i := 1; i <= n; i++ {
@@ -124,6 +125,9 @@ func (s *simNet) collect(id string) {
 	for _, m := range rd.Messages {
 		if m.From != id {
 			s.fail("%s sent a message from %q", id, m.From)
+		}
+		if m.Type == MsgHeartbeat {
+			m.Conn = s.connOf(id) // as the agent stamps its bus connection
 		}
 		s.queue = append(s.queue, m)
 	}
@@ -239,6 +243,20 @@ func (s *simNet) describe() string {
 	return out
 }
 
+// connOf names id's current bus connection: a new one after each restart.
+func (s *simNet) connOf(id string) string { return fmt.Sprintf("%s#%d", id, s.incarnation[id]) }
+
+// leaderGone tells the listed members that id's current connection closed.
+func (s *simNet) leaderGone(id string, to ...string) {
+	for _, o := range to {
+		if !s.crashed[o] {
+			s.nodes[o].LeaderGone(id, s.connOf(id))
+			s.collect(o)
+		}
+	}
+	s.stabilize()
+}
+
 func (s *simNet) crash(id string) {
 	s.crashed[id] = true
 	s.role[id] = Follower
@@ -247,6 +265,7 @@ func (s *simNet) crash(id string) {
 // restart brings a crashed member back from what it persisted.
 func (s *simNet) restart(id string) {
 	s.crashed[id] = false
+	s.incarnation[id]++
 	s.start(id)
 }
 

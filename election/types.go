@@ -109,6 +109,10 @@ type Message struct {
 	// Initiator and Participants carry a Ring token.
 	Initiator    string
 	Participants []string
+	// Conn identifies the leader's current connection to the bus, carried
+	// by Heartbeat, so that a report that this connection closed can be
+	// told apart from a stale report about an earlier one.
+	Conn string
 }
 
 // Role is a node's part in its group.
@@ -191,6 +195,12 @@ type Node interface {
 	// Resign makes a leader step down and hand over to nominee ("" = the
 	// next member in rank). It is an error for a node that does not lead.
 	Resign(nominee string) error
+	// LeaderGone tells the node that the bus saw member id's connection conn
+	// close. If id is the node's leader and conn is the connection that
+	// leader announced in its heartbeats, the node stops waiting for missed
+	// heartbeats and elects at once; otherwise nothing changes. It reports
+	// whether the node acted on it.
+	LeaderGone(id, conn string) bool
 	// Ready drains the work accumulated since the last call.
 	Ready() Ready
 	// Status is a snapshot of the node's view, for status reports.

@@ -61,6 +61,10 @@ type runConfig struct {
 	// Journal, when set, is a file the agent appends its leadership
 	// intervals and persisted votes to (JSON lines, see agent.JournalEntry).
 	Journal string
+	// SystemUser/SystemPassword or SystemCreds authenticate a second NATS
+	// connection in the server's system account, from which the agent reads
+	// client disconnect advisories (fast failover).
+	SystemUser, SystemPassword, SystemCreds string
 }
 
 // configError is a mistake in the configuration (flags or file). Its message
@@ -194,6 +198,20 @@ var settings = []setting{
 			rc.LogLevel = s
 			return nil
 		}},
+	{key: "fast_failover", flag: "fast-failover", isBool: true, usage: "elect at once when the NATS server reports the leader's connection closed (default true)",
+		set: func(rc *runConfig, s string) error {
+			b, err := parseBool(s)
+			rc.Agent.DisableFastFailover = !b
+			return err
+		}},
+	{key: "fast_failover_fence", flag: "fast-failover-fence", usage: "how long a leader elected on such a report waits before it acts, `DURATION` (default one tick, heartbeat/10)",
+		set: durationSetter(func(rc *runConfig) *time.Duration { return &rc.Agent.Fence })},
+	{key: "nats.system_user", flag: "nats-system-user", usage: "`USER` of the NATS system account, to read disconnect advisories",
+		set: func(rc *runConfig, s string) error { rc.SystemUser = s; return nil }},
+	{key: "nats.system_password", flag: "nats-system-password", usage: "`PASSWORD` of nats.system_user",
+		set: func(rc *runConfig, s string) error { rc.SystemPassword = s; return nil }},
+	{key: "nats.system_creds", flag: "nats-system-creds", usage: "credentials `FILE` of a system account user, to read disconnect advisories",
+		set: func(rc *runConfig, s string) error { rc.SystemCreds = s; return nil }},
 	{key: "journal", flag: "journal", usage: "append leadership intervals and votes as JSON lines to `FILE` (an audit log; fault tests read it)",
 		set: func(rc *runConfig, s string) error { rc.Journal = s; return nil }},
 }
@@ -222,37 +240,44 @@ type fileConfig struct {
 	LogFormat       yaml.Node `yaml:"log_format"`
 	LogLevel        yaml.Node `yaml:"log_level"`
 	Journal         yaml.Node `yaml:"journal"`
+	FastFailover    yaml.Node `yaml:"fast_failover"`
+	Fence           yaml.Node `yaml:"fast_failover_fence"`
 	NATS            *fileNATS `yaml:"nats"`
 }
 
 // fileNATS is the `nats:` section of the config file.
 type fileNATS struct {
-	URLs     yaml.Node `yaml:"urls"`
-	Embedded yaml.Node `yaml:"embedded"`
-	Listen   yaml.Node `yaml:"listen"`
+	URLs           yaml.Node `yaml:"urls"`
+	Embedded       yaml.Node `yaml:"embedded"`
+	Listen         yaml.Node `yaml:"listen"`
+	SystemUser     yaml.Node `yaml:"system_user"`
+	SystemPassword yaml.Node `yaml:"system_password"`
+	SystemCreds    yaml.Node `yaml:"system_creds"`
 }
 
 // nodes maps each setting key to its node in the file (a zero node when the
 // key is absent).
 func (f *fileConfig) nodes() map[string]*yaml.Node {
 	m := map[string]*yaml.Node{
-		"id":               &f.ID,
-		"group":            &f.Group,
-		"members":          &f.Members,
-		"algorithm":        &f.Algorithm,
-		"quorum":           &f.Quorum,
-		"heartbeat":        &f.Heartbeat,
-		"heartbeat_misses": &f.HeartbeatMisses,
-		"lease":            &f.Lease,
-		"answer_timeout":   &f.AnswerTimeout,
-		"preemption":       &f.Preemption,
-		"hold_down":        &f.HoldDown,
-		"state_dir":        &f.StateDir,
-		"subject_prefix":   &f.SubjectPrefix,
-		"http_addr":        &f.HTTPAddr,
-		"log_format":       &f.LogFormat,
-		"log_level":        &f.LogLevel,
-		"journal":          &f.Journal,
+		"id":                  &f.ID,
+		"group":               &f.Group,
+		"members":             &f.Members,
+		"algorithm":           &f.Algorithm,
+		"quorum":              &f.Quorum,
+		"heartbeat":           &f.Heartbeat,
+		"heartbeat_misses":    &f.HeartbeatMisses,
+		"lease":               &f.Lease,
+		"answer_timeout":      &f.AnswerTimeout,
+		"preemption":          &f.Preemption,
+		"hold_down":           &f.HoldDown,
+		"state_dir":           &f.StateDir,
+		"subject_prefix":      &f.SubjectPrefix,
+		"http_addr":           &f.HTTPAddr,
+		"log_format":          &f.LogFormat,
+		"log_level":           &f.LogLevel,
+		"journal":             &f.Journal,
+		"fast_failover":       &f.FastFailover,
+		"fast_failover_fence": &f.Fence,
 	}
 	n := f.NATS
 	if n == nil {
@@ -261,6 +286,9 @@ func (f *fileConfig) nodes() map[string]*yaml.Node {
 	m["nats.urls"] = &n.URLs
 	m["nats.embedded"] = &n.Embedded
 	m["nats.listen"] = &n.Listen
+	m["nats.system_user"] = &n.SystemUser
+	m["nats.system_password"] = &n.SystemPassword
+	m["nats.system_creds"] = &n.SystemCreds
 	return m
 }
 

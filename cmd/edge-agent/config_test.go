@@ -74,6 +74,7 @@ func fullConfig() *runConfig {
 			HoldDown:        30 * time.Second,
 			StateDir:        "/var/lib/edge-agent",
 			SubjectPrefix:   "site.election",
+			Fence:           50 * time.Millisecond,
 		},
 		NATSURLs:     []string{"nats://10.0.0.1:4222", "tls://hub.example.com:4443"},
 		EmbeddedNATS: true,
@@ -156,6 +157,7 @@ func TestLoadRunConfigFlagsOverrideFile(t *testing.T) {
 	}
 	want := fullConfig()
 	want.Agent.Heartbeat = time.Second
+	want.Agent.Fence = 100 * time.Millisecond // one tick of the new heartbeat
 	want.Agent.Members = []election.Member{{ID: "gw2"}, {ID: "gw9", Priority: 3}}
 	want.Agent.Quorum, want.Agent.IslandMode = 1, true
 	want.HTTPAddr = ""
@@ -187,6 +189,7 @@ func TestLoadRunConfigFlagsOnlyDefaults(t *testing.T) {
 			HoldDown:        10 * time.Second,
 			StateDir:        "/var/lib/edge-agent",
 			SubjectPrefix:   agent.DefaultSubjectPrefix,
+			Fence:           100 * time.Millisecond,
 		},
 		EmbeddedNATS: true,
 		NATSListen:   defaultNATSListen,

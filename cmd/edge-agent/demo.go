@@ -92,7 +92,7 @@ func runDemo(out io.Writer, log *slog.Logger, n int, hb time.Duration, algo stri
 		c := cfg
 		c.ID = m.ID
 		c.StateDir = fmt.Sprintf("%s/%s", dir, m.ID)
-		nc, err := nats.Connect(srv.ClientURL(), agent.NATSOptions("edge-agent/demo/"+m.ID)...)
+		nc, err := nats.Connect(srv.ClientURL(), agent.NATSOptions(agent.ConnName("demo", m.ID))...)
 		if err != nil {
 			return err
 		}

@@ -239,3 +239,80 @@ func TestE2EBadConfigExitsTwo(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EFastFailoverOnServerAdvisory: with system-account access, the
+// survivors act on the server's report that the leader's connection closed
+// (the fast path, counted in edge_election_fast_suspicions_total), and no
+// two agents ever hold a lease at once.
+func TestE2EFastFailoverOnServerAdvisory(t *testing.T) {
+	ns, err := harness.StartNATSWithSystemAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	// A long heartbeat makes the heartbeat path slow (D = 3s), so a quick
+	// failover can only come from the advisory.
+	site := harness.NewSite(binary, ns.ClientURL(), t.TempDir(), 3, "--heartbeat", "1s", "--preemption", "never",
+		"--nats-system-user", harness.SystemUser, "--nats-system-password", harness.SystemPassword)
+	site.Journals = true
+	defer site.Stop()
+	if err := site.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	first, err := site.WaitAgreement(site.IDs(), "", 0, 5*time.Millisecond, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every follower must have a heartbeat that carries the leader's
+	// connection identity: poll until each has received two.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, id := range site.IDs() {
+		if id == first.Leader {
+			continue
+		}
+		for {
+			_, m := httpGet(t, "http://"+site.Proc(id).HTTPAddr+"/metrics")
+			if strings.Contains(m, `edge_election_messages_total{direction="in",type="heartbeat"} 2`) ||
+				strings.Contains(m, `edge_election_messages_total{direction="in",type="heartbeat"} 3`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s received no heartbeats", id)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if err := site.Kill(first.Leader); err != nil {
+		t.Fatal(err)
+	}
+	var survivors []string
+	for _, id := range site.IDs() {
+		if id != first.Leader {
+			survivors = append(survivors, id)
+		}
+	}
+	killed := time.Now()
+	next, err := site.WaitAgreement(survivors, first.Leader, first.Term, 2*time.Millisecond, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("failover to %s in %s (D is 3s)", next.Leader, next.At.Sub(killed))
+	fast := 0
+	for _, id := range survivors {
+		_, m := httpGet(t, "http://"+site.Proc(id).HTTPAddr+"/metrics")
+		if strings.Contains(m, "edge_election_fast_suspicions_total 1") {
+			fast++
+		}
+	}
+	if fast == 0 {
+		t.Fatalf("no survivor took the fast path")
+	}
+	site.Stop()
+	entries, err := journalcheck.ReadFiles(site.JournalPaths()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := journalcheck.Check(entries, time.Now()); !rep.OK() {
+		t.Fatalf("journals: %s; overlaps %v", rep, rep.Overlaps)
+	}
+}

@@ -139,16 +139,30 @@ func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
 		log.Info("embedded NATS server listening", "url", srv.ClientURL())
 		urls = append([]string{srv.ClientURL()}, urls...)
 	}
-	name := "edge-agent/" + rc.Agent.Group + "/" + rc.Agent.ID
-	nc, err := nats.Connect(strings.Join(urls, ","), append(agent.NATSOptions(name),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
-		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrl()) }),
-	)...)
+	// The connection name lets members match the server's disconnect
+	// advisories to a member (fast failover).
+	name := agent.ConnName(rc.Agent.Group, rc.Agent.ID)
+	nc, err := nats.Connect(strings.Join(urls, ","), agent.NATSOptions(name)...)
 	if err != nil {
 		return fmt.Errorf("connect to NATS %s: %w", strings.Join(urls, ","), err)
 	}
 	defer nc.Close()
 	opts := []agent.Option{agent.WithNATS(nc), agent.WithLogger(log), agent.WithVersion(version)}
+	if (rc.SystemUser != "" || rc.SystemCreds != "") && !rc.Agent.DisableFastFailover {
+		sysOpts := []nats.Option{nats.Name(name + "/advisories"), nats.MaxReconnects(-1),
+			nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(true)}
+		if rc.SystemCreds != "" {
+			sysOpts = append(sysOpts, nats.UserCredentials(rc.SystemCreds))
+		} else {
+			sysOpts = append(sysOpts, nats.UserInfo(rc.SystemUser, rc.SystemPassword))
+		}
+		sys, err := nats.Connect(strings.Join(urls, ","), sysOpts...)
+		if err != nil {
+			return fmt.Errorf("connect to NATS system account: %w", err)
+		}
+		defer sys.Close()
+		opts = append(opts, agent.WithAdvisories(sys))
+	}
 	if rc.Journal != "" {
 		f, err := os.OpenFile(rc.Journal, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {

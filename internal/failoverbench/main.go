@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edge-agent/edge-agent/internal/harness"
+	"github.com/edge-agent/edge-agent/internal/journalcheck"
 )
 
 func main() {
@@ -26,14 +27,15 @@ func main() {
 	mode := flag.String("mode", "kill", "kill (SIGKILL, crash) or term (SIGTERM, graceful handover)")
 	poll := flag.Duration("poll", time.Millisecond, "status polling interval")
 	verbose := flag.Bool("v", false, "print the agents' logs")
+	fast := flag.Bool("fast", false, "give the agents system-account access: crash failover on the server's disconnect advisories")
 	flag.Parse()
-	if err := run(*trials, *n, *hb, *misses, *mode, *poll, *verbose); err != nil {
+	if err := run(*trials, *n, *hb, *misses, *mode, *poll, *verbose, *fast); err != nil {
 		fmt.Fprintln(os.Stderr, "failoverbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Duration, verbose bool) error {
+func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Duration, verbose, fast bool) error {
 	if mode != "kill" && mode != "term" {
 		return fmt.Errorf("-mode must be kill or term")
 	}
@@ -46,13 +48,23 @@ func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Dur
 	if err != nil {
 		return err
 	}
-	ns, err := harness.StartNATS()
+	start := harness.StartNATS
+	args := []string{"--heartbeat", hb.String(), "--heartbeat-misses", fmt.Sprint(misses), "--preemption", "never", "--log-level", "debug"}
+	path := "heartbeats only"
+	if fast {
+		start = harness.StartNATSWithSystemAccount
+		args = append(args, "--nats-system-user", harness.SystemUser, "--nats-system-password", harness.SystemPassword)
+		path = "fast path: server disconnect advisories"
+	} else {
+		args = append(args, "--fast-failover=false")
+	}
+	ns, err := start()
 	if err != nil {
 		return err
 	}
 	defer ns.Shutdown()
-	site := harness.NewSite(bin, ns.ClientURL(), dir, n,
-		"--heartbeat", hb.String(), "--heartbeat-misses", fmt.Sprint(misses), "--preemption", "never", "--log-level", "debug")
+	site := harness.NewSite(bin, ns.ClientURL(), dir, n, args...)
+	site.Journals = true
 	if verbose {
 		site.Log = os.Stderr
 	}
@@ -65,8 +77,8 @@ func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Dur
 	if err != nil {
 		return err
 	}
-	fmt.Printf("failover of %d agent processes, one nats-server, H=%s k=%d (D=%s), mode=%s, poll %s\n",
-		n, hb, misses, time.Duration(misses)*hb, mode, poll)
+	fmt.Printf("failover of %d agent processes, one nats-server, H=%s k=%d (D=%s), mode=%s, detection: %s, poll %s\n",
+		n, hb, misses, time.Duration(misses)*hb, mode, path, poll)
 	var samples []time.Duration
 	for i := 0; i < trials; i++ {
 		// Let the leader run a random part of a heartbeat period, so the kill
@@ -104,6 +116,17 @@ func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Dur
 		}
 	}
 	report(os.Stdout, samples)
+	site.Stop()
+	entries, err := journalcheck.ReadFiles(site.JournalPaths()...)
+	if err != nil {
+		return err
+	}
+	rep := journalcheck.Check(entries, time.Now())
+	fmt.Printf("safety: %s\n", rep)
+	if !rep.OK() {
+		return fmt.Errorf("safety violated: overlaps %v, double votes %v, split terms %v, regressions %v",
+			rep.Overlaps, rep.DoubleVotes, rep.SplitTerms, rep.TermRegressions)
+	}
 	return nil
 }
 

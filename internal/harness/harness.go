@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -44,6 +45,40 @@ func BuildBinary(dir string) (string, error) {
 // port.
 func StartNATS() (*server.Server, error) {
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		return nil, err
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, errors.New("nats-server not ready")
+	}
+	return s, nil
+}
+
+// SystemUser and SystemPassword log in to the system account of the server
+// StartNATSWithSystemAccount starts.
+const (
+	SystemUser     = "sys"
+	SystemPassword = "sys-secret"
+)
+
+// StartNATSWithSystemAccount starts a real nats-server whose clients land,
+// without credentials, in an application account, and whose system account
+// (client disconnect advisories) is reachable as SystemUser.
+func StartNATSWithSystemAccount() (*server.Server, error) {
+	app := server.NewAccount("APP")
+	sys := server.NewAccount("SYS")
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		Accounts:      []*server.Account{app, sys},
+		SystemAccount: "SYS",
+		Users: []*server.User{
+			{Username: "app", Password: "app", Account: app},
+			{Username: SystemUser, Password: SystemPassword, Account: sys},
+		},
+		NoAuthUser: "app",
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -228,9 +263,25 @@ func (s *Site) signal(id string, sig syscall.Signal) error {
 		return fmt.Errorf("agent %s did not exit within 20s of %v", id, sig)
 	}
 	if sig == syscall.SIGKILL {
-		return nil
+		// A dead process holds no lease: its journal interval ends when the
+		// process is known dead (after wait, so never too early).
+		return s.journalDeath(id)
 	}
 	return p.exitErr
+}
+
+func (s *Site) journalDeath(id string) error {
+	if !s.Journals {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(s.Dir, id+".journal"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b, _ := json.Marshal(agent.JournalEntry{T: time.Now().UnixNano(), ID: id, Event: "stop", Reason: "killed"})
+	_, err = f.Write(append(b, '\n'))
+	return err
 }
 
 // Stop kills every running agent.

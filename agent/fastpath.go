@@ -1,0 +1,150 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// The fast failover path: the NATS server knows at once when a client's
+// connection closes, and says so on its system account
+// ($SYS.ACCOUNT.<account>.DISCONNECT, naming the connection). Members that
+// hear that their leader's connection closed elect without waiting k missed
+// heartbeats. Why this cannot give two leaders is in docs/DESIGN-NOTES.md:
+// in short, a leader whose own connection closes stops leading at once, the
+// report must name the connection the leader announced in its heartbeats,
+// and a leader elected on such a report waits a short fence before it acts.
+
+// DisconnectSubject is where nats-server publishes client disconnect
+// advisories, for every account.
+const DisconnectSubject = "$SYS.ACCOUNT.*.DISCONNECT"
+
+// ConnName is the NATS connection name of member id of group; advisories are
+// matched on it.
+func ConnName(group, id string) string { return "edge-agent/" + group + "/" + id }
+
+// connIdentity names this agent's current bus connection: the server's id
+// and the client id the server gave it.
+func connIdentity(nc *nats.Conn) string {
+	if nc == nil || !nc.IsConnected() {
+		return ""
+	}
+	cid, err := nc.GetClientID()
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s/%d", nc.ConnectedServerId(), cid)
+}
+
+// goneReport is a member's connection reported closed.
+type goneReport struct {
+	id, conn string
+}
+
+// disconnectAdvisory is the part of nats-server's client disconnect advisory
+// that edge-agent reads.
+type disconnectAdvisory struct {
+	Type   string `json:"type"`
+	Server struct {
+		ID string `json:"id"`
+	} `json:"server"`
+	Client struct {
+		ID   uint64 `json:"id"`
+		Name string `json:"name"`
+	} `json:"client"`
+}
+
+// parseAdvisory extracts the member and connection from a disconnect
+// advisory of group. ok is false for anything else.
+func parseAdvisory(data []byte, group string) (goneReport, bool) {
+	if len(data) > 64<<10 {
+		return goneReport{}, false
+	}
+	var adv disconnectAdvisory
+	if err := json.Unmarshal(data, &adv); err != nil || adv.Type != "io.nats.server.advisory.v1.client_disconnect" {
+		return goneReport{}, false
+	}
+	id, ok := strings.CutPrefix(adv.Client.Name, ConnName(group, ""))
+	if !ok || id == "" || adv.Server.ID == "" || adv.Client.ID == 0 {
+		return goneReport{}, false
+	}
+	return goneReport{id: id, conn: fmt.Sprintf("%s/%d", adv.Server.ID, adv.Client.ID)}, true
+}
+
+// WithAdvisories lets the agent learn of members' disconnects from sys, a
+// NATS connection in the server's system account (the caller owns it).
+// Without it the agent detects failures by missed heartbeats alone.
+func WithAdvisories(sys *nats.Conn) Option {
+	return func(a *Agent) error {
+		if sys == nil {
+			return fmt.Errorf("agent: WithAdvisories: nil connection")
+		}
+		a.sys = sys
+		return nil
+	}
+}
+
+// WithoutFastFailover turns the fast path off: advisories are ignored and a
+// leader that loses its connection keeps its lease until it runs out.
+func WithoutFastFailover() Option {
+	return func(a *Agent) error { a.noFast = true; return nil }
+}
+
+// subscribeAdvisories feeds disconnect advisories of the group to the loop.
+func (a *Agent) subscribeAdvisories() (func(), error) {
+	sub, err := a.sys.Subscribe(DisconnectSubject, func(m *nats.Msg) {
+		r, ok := parseAdvisory(m.Data, a.cfg.Group)
+		if !ok || r.id == a.cfg.ID {
+			return
+		}
+		select {
+		case a.gone <- r:
+		default:
+			a.m.badMessage("inbox_full")
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: subscribe to %s: %w", DisconnectSubject, err)
+	}
+	if err := a.sys.Flush(); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("agent: subscribe to %s: %w", DisconnectSubject, err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// onGone applies a report from the loop.
+func (a *Agent) onGone(r goneReport) {
+	if a.noFast {
+		return
+	}
+	if a.node.LeaderGone(r.id, r.conn) {
+		a.fastAt = a.mono()
+		a.m.fastSuspicions.Inc()
+		a.log.Info("leader's connection closed: electing now", "leader", r.id)
+	}
+}
+
+// onOwnDisconnect runs in the loop when this agent's connection dropped. A
+// leader steps down at once: the server may already have told the others.
+func (a *Agent) onOwnDisconnect() {
+	if a.noFast || a.role != election.Leader {
+		return
+	}
+	a.stopLeading("lost connection to NATS")
+	_ = a.node.Resign("")
+}
+
+// fence returns until when a leader elected on a disconnect report must wait
+// before it acts, on the monotonic clock (0: no fence).
+func (a *Agent) fenceUntil() time.Duration {
+	if a.fastAt == 0 || a.mono()-a.fastAt > a.cfg.SuspectAfter() {
+		return 0
+	}
+	return a.fastAt + a.cfg.Fence
+}

@@ -1,0 +1,72 @@
+package election
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestLeaderGoneFailsOverWithoutWaiting: when the bus reports the leader's
+// connection closed, the survivors elect at once, with no tick and O(n)
+// deliveries.
+func TestLeaderGoneFailsOverWithoutWaiting(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		for _, n := range []int{5, 25} {
+			s := newSim(t, n, newNode, nil)
+			s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+			s.run(20) // heartbeats carry the leader's connection
+			top, next := fmt.Sprintf("n%d", n), fmt.Sprintf("n%d", n-1)
+			oldTerm := s.term(top)
+			s.crash(top)
+			s.resetCounts()
+			s.leaderGone(top, s.running()...)
+			if l, ok := s.agreed(); !ok || l != next || s.term(next) <= oldTerm {
+				t.Fatalf("n=%d: no new leader without a tick: %s", n, s.describe())
+			}
+			if d := s.electionDeliveries(); d > 3*n {
+				t.Fatalf("n=%d: %d deliveries", n, d)
+			}
+		}
+	})
+}
+
+// TestLeaderGoneReachesSomeMembersFirst: members that have not yet heard the
+// report keep their vote for a moment and grant it when they do.
+func TestLeaderGoneReachesSomeMembersFirst(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 5, newNode, nil)
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		s.run(20)
+		s.crash("n5")
+		s.leaderGone("n5", "n4", "n1") // n4 proclaims; n2, n3 still hear a live leader
+		if _, ok := s.agreed(); ok {
+			t.Fatalf("elected with only 2 of 4 members released: %s", s.describe())
+		}
+		s.leaderGone("n5", "n2")
+		if l, ok := s.agreed(); !ok || l != "n4" {
+			t.Fatalf("deferred vote not granted: %s", s.describe())
+		}
+	})
+}
+
+// TestStaleOrWrongLeaderGoneChangesNothing: a report about an earlier
+// connection of the leader, about a follower, or about an unknown
+// connection leaves the group as it is.
+func TestStaleOrWrongLeaderGoneChangesNothing(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 5, newNode, nil)
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		s.run(20)
+		term := s.term("n1")
+		for _, o := range s.ids {
+			if s.nodes[o].LeaderGone("n5", "n5#old") || s.nodes[o].LeaderGone("n3", s.connOf("n3")) || s.nodes[o].LeaderGone("n5", "") {
+				t.Fatalf("%s acted on a stale or wrong report", o)
+			}
+			s.collect(o)
+		}
+		s.stabilize()
+		s.run(100)
+		if l, ok := s.agreed(); !ok || l != "n5" || s.term("n1") != term {
+			t.Fatalf("group changed: %s", s.describe())
+		}
+	})
+}
