@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/election"
@@ -28,12 +29,35 @@ func NATSOptions(name string) []nats.Option {
 		nats.NoEcho(),
 		nats.ReconnectBufSize(-1),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250 * time.Millisecond),
-		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.CustomReconnectDelay(reconnectDelay()),
 		nats.PingInterval(2 * time.Second),
 		nats.MaxPingsOutstanding(2),
 		nats.RetryOnFailedConnect(true),
 		nats.Timeout(2 * time.Second),
+	}
+}
+
+// reconnectDelay spaces reconnection attempts with an exponential, jittered
+// backoff (100ms doubling to 5s, ±50%), starting over after each successful
+// connection: a gateway whose server restarts is back within a fraction of a
+// second, while a fleet of gateways facing a dead server does not hammer it
+// in step.
+func reconnectDelay() func(attempts int) time.Duration {
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(100*time.Millisecond),
+		backoff.WithMultiplier(2),
+		backoff.WithRandomizationFactor(0.5),
+		backoff.WithMaxInterval(5*time.Second),
+		backoff.WithMaxElapsedTime(0),
+	)
+	var mu sync.Mutex
+	return func(attempts int) time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		if attempts <= 1 {
+			b.Reset()
+		}
+		return b.NextBackOff()
 	}
 }
 

@@ -473,9 +473,25 @@ func TestNATSOptions(t *testing.T) {
 		}
 	}
 	if o.Name != "gw1" || !o.NoEcho || o.ReconnectBufSize != -1 || o.MaxReconnect != -1 ||
-		o.ReconnectWait != 250*time.Millisecond || o.ReconnectJitter != 100*time.Millisecond ||
-		o.ReconnectJitterTLS != time.Second || o.PingInterval != 2*time.Second || o.MaxPingsOut != 2 ||
+		o.CustomReconnectDelayCB == nil || o.PingInterval != 2*time.Second || o.MaxPingsOut != 2 ||
 		!o.RetryOnFailedConnect || o.Timeout != 2*time.Second {
 		t.Errorf("NATSOptions set %+v", o)
+	}
+	// Reconnect delays grow exponentially, with jitter, and start over
+	// after a successful connection (attempts back to 1).
+	delay := o.CustomReconnectDelayCB
+	first := delay(1)
+	if first < 50*time.Millisecond || first > 150*time.Millisecond {
+		t.Errorf("first reconnect delay %s, want 100ms ±50%%", first)
+	}
+	var last time.Duration
+	for i := 2; i <= 12; i++ {
+		last = delay(i)
+	}
+	if last < 2500*time.Millisecond || last > 7500*time.Millisecond {
+		t.Errorf("reconnect delay after 12 attempts %s, want 5s ±50%%", last)
+	}
+	if again := delay(1); again > 150*time.Millisecond {
+		t.Errorf("delay after a reset %s", again)
 	}
 }
