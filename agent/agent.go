@@ -458,9 +458,12 @@ func (a *Agent) process() error {
 		a.lastHS = rd.HardState
 		a.journal.write(JournalEntry{Event: "state", Term: rd.HardState.Term, VotedFor: rd.HardState.VotedFor})
 	}
+	// Date heartbeats after the fsync above, just before they leave: a slow
+	// disk must not eat into the lease they start.
+	sendAt := a.mono()
 	for _, m := range rd.Messages {
 		if m.Type == election.MsgHeartbeat || m.Type == election.MsgCoordinator {
-			a.sentAt[m.Seq] = now
+			a.sentAt[m.Seq] = sendAt
 		}
 		if m.Type == election.MsgHeartbeat && !a.noFast {
 			m.Conn = connIdentity(a.nc) // lets members match disconnect reports
@@ -489,7 +492,7 @@ func (a *Agent) process() error {
 				}
 			}
 		}
-		if int64(now) >= a.leaseEnd.Load() {
+		if int64(a.mono()) >= a.leaseEnd.Load() {
 			// The wall-clock lease ran out before the core noticed (it
 			// counts ticks, and a paused process misses ticks): stop acting
 			// now, and make the core step down too.
