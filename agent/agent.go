@@ -318,9 +318,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		for i, m := range a.cfg.Members {
 			members[i] = m.ID
 		}
+		signing, err := a.signing()
+		if err != nil {
+			return err
+		}
 		t, err := NewNATSTransport(a.nc, NATSTransportConfig{
 			Prefix: a.cfg.SubjectPrefix, Group: a.cfg.Group, Self: a.cfg.ID, Members: members,
-			Hooks: Hooks{OnBad: a.m.badMessage, OnMessage: a.m.message},
+			Hooks:   Hooks{OnBad: a.m.badMessage, OnMessage: a.m.message},
+			Signing: signing,
 		})
 		if err != nil {
 			return err

@@ -1,10 +1,15 @@
 package agent
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nkeys"
 
 	"github.com/edge-agent/edge-agent/election"
 )
@@ -67,6 +72,12 @@ type Config struct {
 	// Fence is how long a leader elected because the server reported its
 	// predecessor's connection closed waits before it acts. 0 picks one tick.
 	Fence time.Duration
+	// SigningSeedFile, when set, is this member's nkey seed file: every
+	// election message is then signed, and only messages signed by their
+	// sender's key in MemberKeys (and never replayed) are accepted.
+	SigningSeedFile string
+	// MemberKeys pins each member's nkey public key (id -> key).
+	MemberKeys map[string]string
 }
 
 // TicksPerHeartbeat is how many logical ticks the agent runs per heartbeat
@@ -193,8 +204,45 @@ func (c *Config) Validate() error {
 	if c.HoldDown < 0 {
 		return fmt.Errorf("hold_down: %s is negative", c.HoldDown)
 	}
+	if err := c.validateSigning(); err != nil {
+		return err
+	}
 	if c.StateDir == "" {
 		return errors.New("state_dir: a state directory is required (the term and vote are persisted there)")
+	}
+	return nil
+}
+
+// validateSigning checks that signing is all or nothing: a readable seed
+// whose public key is the one pinned for this member, and a valid pinned key
+// for every member.
+func (c *Config) validateSigning() error {
+	if c.SigningSeedFile == "" {
+		if len(c.MemberKeys) > 0 {
+			return errors.New("signing_seed: member_keys are set but no signing_seed: give both or neither")
+		}
+		return nil
+	}
+	seed, err := os.ReadFile(c.SigningSeedFile)
+	if err != nil {
+		return fmt.Errorf("signing_seed: cannot read %s: %w", c.SigningSeedFile, err)
+	}
+	for id := range c.MemberKeys {
+		if !slices.ContainsFunc(c.Members, func(m election.Member) bool { return m.ID == id }) {
+			return fmt.Errorf("member_keys: %q is not a member", id)
+		}
+	}
+	for _, m := range c.Members {
+		k, ok := c.MemberKeys[m.ID]
+		if !ok {
+			return fmt.Errorf("member_keys: no public key for member %q", m.ID)
+		}
+		if !nkeys.IsValidPublicUserKey(k) {
+			return fmt.Errorf("member_keys: %q for %q is not an nkey user public key (U...)", k, m.ID)
+		}
+	}
+	if _, err := NewSigning(c.ID, bytes.TrimSpace(seed), c.MemberKeys, 1); err != nil {
+		return fmt.Errorf("signing_seed: %s: %w", c.SigningSeedFile, err)
 	}
 	return nil
 }

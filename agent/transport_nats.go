@@ -76,6 +76,9 @@ type NATSTransportConfig struct {
 	Hooks Hooks
 	// InboxSize is the capacity of the inbox (DefaultInboxSize when 0).
 	InboxSize int
+	// Signing, when set, signs every outgoing message and accepts only
+	// messages signed by their sender's pinned key, never replayed.
+	Signing *Signing
 }
 
 // NATSTransport is a Transport over a NATS connection. It subscribes to the
@@ -94,6 +97,7 @@ type NATSTransport struct {
 	self    string
 	members map[string]bool
 	hooks   Hooks
+	signing *Signing
 
 	raw   chan *nats.Msg
 	subs  []*nats.Subscription
@@ -161,9 +165,12 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		self:    c.Self,
 		members: members,
 		hooks:   c.Hooks,
-		raw:     make(chan *nats.Msg, c.InboxSize),
-		inbox:   make(chan election.Message, c.InboxSize),
-		done:    make(chan struct{}),
+		signing: c.Signing,
+		// The raw queue absorbs bursts (a flood of garbage must not crowd
+		// out heartbeats); it holds only pointers until drained.
+		raw:   make(chan *nats.Msg, max(16*c.InboxSize, 16384)),
+		inbox: make(chan election.Message, c.InboxSize),
+		done:  make(chan struct{}),
 	}
 	for _, subj := range []string{BroadcastWildcard(t.prefix, t.group), DirectWildcard(t.prefix, t.group, t.self)} {
 		sub, err := nc.ChanSubscribe(subj, t.raw)
@@ -194,7 +201,11 @@ func (t *NATSTransport) Send(m election.Message) error {
 	if m.From != t.self {
 		return fmt.Errorf("agent: send: from %q is not this member %q", m.From, t.self)
 	}
-	data, err := Encode(t.group, m)
+	var ep, n uint64
+	if t.signing != nil {
+		ep, n = t.signing.next()
+	}
+	data, err := EncodeNumbered(t.group, m, ep, n)
 	if err != nil {
 		return fmt.Errorf("agent: send: %w", err)
 	}
@@ -208,7 +219,15 @@ func (t *NATSTransport) Send(m election.Message) error {
 	if _, err := Decode(data, subj, DecodeContext{Prefix: t.prefix, Group: t.group, Self: receiver, Members: t.members}); err != nil {
 		return fmt.Errorf("agent: send: %w", err)
 	}
-	if err := t.nc.Publish(subj, data); err != nil {
+	out := &nats.Msg{Subject: subj, Data: data}
+	if t.signing != nil {
+		sig, err := t.signing.sign(subj, data)
+		if err != nil {
+			return fmt.Errorf("agent: send: sign: %w", err)
+		}
+		out.Header = nats.Header{SignatureHeader: []string{sig}}
+	}
+	if err := t.nc.PublishMsg(out); err != nil {
 		return fmt.Errorf("agent: send: %s to %s: %w", m.Type, subj, err)
 	}
 	if f := t.hooks.OnMessage; f != nil {
@@ -281,7 +300,24 @@ func (t *NATSTransport) receive() {
 }
 
 func (t *NATSTransport) handle(msg *nats.Msg) {
-	m, err := Decode(msg.Data, msg.Subject, DecodeContext{Prefix: t.prefix, Group: t.group, Self: t.self, Members: t.members})
+	if t.signing != nil {
+		// Check the signature before parsing anything: unsigned or forged
+		// traffic costs a header lookup or one ed25519 verification.
+		sig := ""
+		if msg.Header != nil {
+			sig = msg.Header.Get(SignatureHeader)
+		}
+		from, _, ok := subjectParties(msg.Subject, t.prefix, t.group)
+		if !ok {
+			t.bad(ReasonSubjectMismatch)
+			return
+		}
+		if reason := t.signing.verify(from, msg.Subject, msg.Data, sig); reason != "" {
+			t.bad(reason)
+			return
+		}
+	}
+	m, ep, n, err := DecodeNumbered(msg.Data, msg.Subject, DecodeContext{Prefix: t.prefix, Group: t.group, Self: t.self, Members: t.members})
 	if err != nil {
 		reason := ReasonMalformed
 		var be *BadMessageError
@@ -294,6 +330,14 @@ func (t *NATSTransport) handle(msg *nats.Msg) {
 	if m.From == t.self {
 		// Our own broadcast, echoed by a connection without NoEcho.
 		return
+	}
+	if t.signing != nil {
+		// The signature is the subject's sender's, and Decode checked that
+		// the payload's sender is the subject's.
+		if reason := t.signing.fresh(m.From, ep, n); reason != "" {
+			t.bad(reason)
+			return
+		}
 	}
 	select {
 	case t.inbox <- m:

@@ -158,6 +158,10 @@ type wireMessage struct {
 	Initiator    string   `json:"initiator,omitempty"`
 	Participants []string `json:"participants,omitempty"`
 	Conn         string   `json:"conn,omitempty"`
+	// Ep and N number a signed message (epoch of the sender's process,
+	// counter within it), so that receivers can refuse replays.
+	Ep uint64 `json:"ep,omitempty"`
+	N  uint64 `json:"n,omitempty"`
 }
 
 // wireKeys are the object keys of wireMessage. encoding/json matches keys
@@ -167,6 +171,7 @@ var wireKeys = map[string]bool{
 	"v": true, "group": true, "type": true, "from": true, "to": true,
 	"term": true, "seq": true, "granted": true, "alive": true,
 	"nominee": true, "initiator": true, "participants": true, "conn": true,
+	"ep": true, "n": true,
 }
 
 // fieldRule says which optional fields a message type uses. A field that a
@@ -185,7 +190,8 @@ type fieldRule struct {
 
 // fieldRules is the per-type field contract of the wire format. Election, OK
 // and the ring messages may carry term 0: a member that never saw a leader
-// has no term yet.
+// has no term yet. A ring token carries its round (initiator and seq, the
+// initiator's round counter), which its ring ack echoes.
 var fieldRules = map[election.MsgType]fieldRule{
 	election.MsgHeartbeat:   {needTerm: true, seq: true, needSeq: true, alive: true, conn: true},
 	election.MsgAck:         {needTerm: true, seq: true},
@@ -194,8 +200,8 @@ var fieldRules = map[election.MsgType]fieldRule{
 	election.MsgCoordinator: {needTerm: true, seq: true},
 	election.MsgVote:        {needTerm: true, seq: true, granted: true},
 	election.MsgResign:      {needTerm: true, nominee: true},
-	election.MsgRingToken:   {initiator: true, needInitiator: true, participants: true},
-	election.MsgRingAck:     {initiator: true},
+	election.MsgRingToken:   {seq: true, needSeq: true, initiator: true, needInitiator: true, participants: true},
+	election.MsgRingAck:     {seq: true, needSeq: true, initiator: true, needInitiator: true},
 }
 
 // Encode returns the wire form of m, a message of group. It refuses (with a
@@ -203,6 +209,11 @@ var fieldRules = map[election.MsgType]fieldRule{
 // an unknown type, an invalid id, a field its type does not use, a missing
 // required field, duplicate or too many ids, or a size over MaxMessageSize.
 func Encode(group string, m election.Message) ([]byte, error) {
+	return EncodeNumbered(group, m, 0, 0)
+}
+
+// EncodeNumbered is Encode for a signed message numbered (ep, n).
+func EncodeNumbered(group string, m election.Message, ep, n uint64) ([]byte, error) {
 	if !election.ValidID(group) {
 		return nil, bad(ReasonBadField, "group %q is not a valid group name", group)
 	}
@@ -228,6 +239,8 @@ func Encode(group string, m election.Message) ([]byte, error) {
 		Initiator:    m.Initiator,
 		Participants: m.Participants,
 		Conn:         m.Conn,
+		Ep:           ep,
+		N:            n,
 	}
 	if m.Type == election.MsgVote {
 		w.Granted = &m.Granted
@@ -264,13 +277,25 @@ func Encode(group string, m election.Message) ([]byte, error) {
 //
 // Empty lists decode as nil. Decode never panics and does not retain data.
 func Decode(data []byte, subject string, expect DecodeContext) (election.Message, error) {
+	m, _, _, err := DecodeNumbered(data, subject, expect)
+	return m, err
+}
+
+// DecodeNumbered is Decode that also returns the message's numbering (0, 0
+// when unsigned).
+func DecodeNumbered(data []byte, subject string, expect DecodeContext) (m election.Message, ep, n uint64, err error) {
 	if len(data) > MaxMessageSize {
-		return election.Message{}, bad(ReasonOversize, "%d bytes, over %d", len(data), MaxMessageSize)
+		return election.Message{}, 0, 0, bad(ReasonOversize, "%d bytes, over %d", len(data), MaxMessageSize)
 	}
 	w, err := parseWire(data)
 	if err != nil {
-		return election.Message{}, err
+		return election.Message{}, 0, 0, err
 	}
+	m, err = decodeChecked(w, subject, expect)
+	return m, w.Ep, w.N, err
+}
+
+func decodeChecked(w wireMessage, subject string, expect DecodeContext) (election.Message, error) {
 	t, ok := election.ParseMsgType(w.Type)
 	if !ok {
 		return election.Message{}, bad(ReasonUnknownType, "type %q", w.Type)

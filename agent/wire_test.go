@@ -44,8 +44,10 @@ func wireSamples() []election.Message {
 		{Type: election.MsgVote, From: "a", To: "b", Term: 4},
 		{Type: election.MsgResign, From: "d", Term: 4, Nominee: "b"},
 		{Type: election.MsgResign, From: "d", Term: 4},
-		{Type: election.MsgRingToken, From: "a", To: "b", Initiator: "c", Participants: []string{"c", "d", "a"}},
-		{Type: election.MsgRingAck, From: "c", To: "b", Term: 1, Initiator: "b"},
+		{Type: election.MsgRingToken, From: "a", To: "b", Seq: 2, Initiator: "c", Participants: []string{"c", "d", "a"}},
+		{Type: election.MsgRingToken, From: "a", To: "b", Term: 5, Seq: 1, Initiator: "a", Participants: []string{"a"}},
+		{Type: election.MsgRingAck, From: "c", To: "b", Term: 1, Seq: 7, Initiator: "b"},
+		{Type: election.MsgRingAck, From: "c", To: "b", Seq: 1, Initiator: "a"},
 	}
 }
 
@@ -92,8 +94,12 @@ func TestWireEncodeFormat(t *testing.T) {
 			`{"v":1,"group":"g","type":"election","from":"b","term":0}`,
 		},
 		{
-			election.Message{Type: election.MsgRingToken, From: "a", To: "b", Initiator: "a", Participants: []string{"a"}},
-			`{"v":1,"group":"g","type":"ring_token","from":"a","to":"b","term":0,"initiator":"a","participants":["a"]}`,
+			election.Message{Type: election.MsgRingToken, From: "a", To: "b", Seq: 1, Initiator: "a", Participants: []string{"a"}},
+			`{"v":1,"group":"g","type":"ring_token","from":"a","to":"b","term":0,"seq":1,"initiator":"a","participants":["a"]}`,
+		},
+		{
+			election.Message{Type: election.MsgRingAck, From: "b", To: "a", Term: 2, Seq: 1, Initiator: "a"},
+			`{"v":1,"group":"g","type":"ring_ack","from":"b","to":"a","term":2,"seq":1,"initiator":"a"}`,
 		},
 		{
 			election.Message{Type: election.MsgResign, From: "a", Term: 9, Nominee: "b"},
@@ -203,9 +209,9 @@ func TestDecodeRejects(t *testing.T) {
 		{"no sender", msg(`"type":"heartbeat","term":3,"seq":1`), fromA, agent.ReasonNotMember},
 		{"target not a member", msg(`"type":"ack","from":"a","to":"zz","term":3`), agent.DirectSubject(wirePrefix, "g", "a", "zz"), agent.ReasonNotMember},
 		{"alive not a member", msg(`"type":"heartbeat","from":"a","term":3,"seq":1,"alive":["a","zz"]`), fromA, agent.ReasonNotMember},
-		{"participant not a member", msg(`"type":"ring_token","from":"a","to":"b","initiator":"a","participants":["a","zz"]`), aToB, agent.ReasonNotMember},
+		{"participant not a member", msg(`"type":"ring_token","from":"a","to":"b","seq":1,"initiator":"a","participants":["a","zz"]`), aToB, agent.ReasonNotMember},
 		{"nominee not a member", msg(`"type":"resign","from":"a","term":3,"nominee":"zz"`), fromA, agent.ReasonNotMember},
-		{"initiator not a member", msg(`"type":"ring_token","from":"a","to":"b","initiator":"zz"`), aToB, agent.ReasonNotMember},
+		{"initiator not a member", msg(`"type":"ring_token","from":"a","to":"b","seq":1,"initiator":"zz"`), aToB, agent.ReasonNotMember},
 
 		{"sender forged", hb, agent.BroadcastSubject(wirePrefix, "g", "c"), agent.ReasonSubjectMismatch},
 		{"direct message on broadcast subject", msg(`"type":"ack","from":"a","to":"b","term":3`), fromA, agent.ReasonSubjectMismatch},
@@ -230,13 +236,17 @@ func TestDecodeRejects(t *testing.T) {
 		{"alive on coordinator", msg(`"type":"coordinator","from":"a","term":3,"alive":["a"]`), fromA, agent.ReasonBadField},
 		{"nominee on heartbeat", msg(`"type":"heartbeat","from":"a","term":3,"seq":1,"nominee":"c"`), fromA, agent.ReasonBadField},
 		{"initiator on election", msg(`"type":"election","from":"a","initiator":"a"`), fromA, agent.ReasonBadField},
-		{"participants on ring ack", msg(`"type":"ring_ack","from":"a","to":"b","participants":["a"]`), aToB, agent.ReasonBadField},
-		{"ring token without initiator", msg(`"type":"ring_token","from":"a","to":"b","participants":["a"]`), aToB, agent.ReasonBadField},
+		{"participants on ring ack", msg(`"type":"ring_ack","from":"a","to":"b","seq":1,"initiator":"a","participants":["a"]`), aToB, agent.ReasonBadField},
+		{"ring token without initiator", msg(`"type":"ring_token","from":"a","to":"b","seq":1,"participants":["a"]`), aToB, agent.ReasonBadField},
+		{"ring token without seq", msg(`"type":"ring_token","from":"a","to":"b","initiator":"a","participants":["a"]`), aToB, agent.ReasonBadField},
+		{"ring ack without seq", msg(`"type":"ring_ack","from":"a","to":"b","initiator":"a"`), aToB, agent.ReasonBadField},
+		{"ring ack without initiator", msg(`"type":"ring_ack","from":"a","to":"b","seq":1`), aToB, agent.ReasonBadField},
+		{"alive on ring token", msg(`"type":"ring_token","from":"a","to":"b","seq":1,"initiator":"a","participants":["a"],"alive":["a"]`), aToB, agent.ReasonBadField},
 		{"resign nominating its sender", msg(`"type":"resign","from":"a","term":3,"nominee":"a"`), fromA, agent.ReasonBadField},
 		{"message to its sender", msg(`"type":"ok","from":"b","to":"b"`), agent.DirectSubject(wirePrefix, "g", "b", "b"), agent.ReasonBadField},
 		{"alive lists a member twice", msg(`"type":"heartbeat","from":"a","term":3,"seq":1,"alive":["a","b","a"]`), fromA, agent.ReasonBadField},
 		{"alive longer than the group", msg(`"type":"heartbeat","from":"a","term":3,"seq":1,"alive":["a","b","c","d","a"]`), fromA, agent.ReasonBadField},
-		{"participants list a member twice", msg(`"type":"ring_token","from":"a","to":"b","initiator":"a","participants":["a","c","c"]`), aToB, agent.ReasonBadField},
+		{"participants list a member twice", msg(`"type":"ring_token","from":"a","to":"b","seq":1,"initiator":"a","participants":["a","c","c"]`), aToB, agent.ReasonBadField},
 	}
 	seen := map[string]bool{}
 	for _, c := range cases {
@@ -330,7 +340,7 @@ func TestWireMaxLegalMessageFits(t *testing.T) {
 	const maxU64 = ^uint64(0)
 	for _, m := range []election.Message{
 		{Type: election.MsgHeartbeat, From: ids[0], To: ids[1], Term: maxU64, Seq: maxU64, Alive: ids},
-		{Type: election.MsgRingToken, From: ids[0], To: ids[1], Term: maxU64, Initiator: ids[2], Participants: ids},
+		{Type: election.MsgRingToken, From: ids[0], To: ids[1], Term: maxU64, Seq: maxU64, Initiator: ids[2], Participants: ids},
 		{Type: election.MsgVote, From: ids[0], To: ids[1], Term: maxU64, Seq: maxU64, Granted: true},
 		{Type: election.MsgResign, From: ids[0], To: ids[1], Term: maxU64, Nominee: ids[2]},
 	} {
@@ -378,7 +388,7 @@ func FuzzDecode(f *testing.F) {
 		``, `{}`, `[]`, `null`, `{"v":1}`, `{"v":2,"x":1}`, `{"v":1,"v":1}`, `{"V":1}`,
 		`{"v":1,"group":"g","type":"heartbeat","from":"a","term":1,"seq":1,"alive":["a","a"]}`,
 		`{"v":1,"group":"g","type":"heartbeat","from":"a","term":1,"seq":1} {}`,
-		`{"v":1,"group":"g","type":"ring_token","from":"a","to":"b","initiator":"c","participants":["zz"]}`,
+		`{"v":1,"group":"g","type":"ring_token","from":"a","to":"b","seq":1,"initiator":"c","participants":["zz"]}`,
 		`{"v":1e0,"group":"g","type":"election","from":"a"}`,
 		"{\"v\":1,\"group\":\"g\",\"type\":\"election\",\"from\":\"a\xff\"}",
 		`{"v":1,"group":"g","type":"election","from":"a","alive":[[[[[]]]]]}`,

@@ -212,6 +212,15 @@ var settings = []setting{
 		set: func(rc *runConfig, s string) error { rc.SystemPassword = s; return nil }},
 	{key: "nats.system_creds", flag: "nats-system-creds", usage: "credentials `FILE` of a system account user, to read disconnect advisories",
 		set: func(rc *runConfig, s string) error { rc.SystemCreds = s; return nil }},
+	{key: "signing_seed", flag: "signing-seed", usage: "this member's nkey seed `FILE`: sign every election message and accept only signed ones",
+		set: func(rc *runConfig, s string) error { rc.Agent.SigningSeedFile = s; return nil }},
+	{key: "member_keys", flag: "member-keys", usage: "pinned nkey public keys of the members, `ID=KEY,...`",
+		set: func(rc *runConfig, s string) error {
+			keys, err := agent.ParseMemberKeys(s)
+			rc.Agent.MemberKeys = keys
+			return err
+		},
+		fromFile: (*loader).memberKeysFromFile},
 	{key: "journal", flag: "journal", usage: "append leadership intervals and votes as JSON lines to `FILE` (an audit log; fault tests read it)",
 		set: func(rc *runConfig, s string) error { rc.Journal = s; return nil }},
 }
@@ -241,6 +250,8 @@ type fileConfig struct {
 	LogLevel        yaml.Node `yaml:"log_level"`
 	Journal         yaml.Node `yaml:"journal"`
 	FastFailover    yaml.Node `yaml:"fast_failover"`
+	SigningSeed     yaml.Node `yaml:"signing_seed"`
+	MemberKeys      yaml.Node `yaml:"member_keys"`
 	Fence           yaml.Node `yaml:"fast_failover_fence"`
 	NATS            *fileNATS `yaml:"nats"`
 }
@@ -277,6 +288,8 @@ func (f *fileConfig) nodes() map[string]*yaml.Node {
 		"log_level":           &f.LogLevel,
 		"journal":             &f.Journal,
 		"fast_failover":       &f.FastFailover,
+		"signing_seed":        &f.SigningSeed,
+		"member_keys":         &f.MemberKeys,
 		"fast_failover_fence": &f.Fence,
 	}
 	n := f.NATS
@@ -861,5 +874,33 @@ func checkHostPort(s string) error {
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("%q: port %q is not a number 0..65535", s, port)
 	}
+	return nil
+}
+
+// memberKeysFromFile reads member_keys: a map of member id to public key,
+// or the flag's "id=KEY,..." string.
+func (l *loader) memberKeysFromFile(rc *runConfig, n *yaml.Node) error {
+	const key = "member_keys"
+	switch n.Kind {
+	case yaml.ScalarNode:
+		keys, err := agent.ParseMemberKeys(n.Value)
+		if err != nil {
+			return l.fileErrorf(n, key, "%v", err)
+		}
+		rc.Agent.MemberKeys = keys
+		return nil
+	case yaml.MappingNode:
+	default:
+		return l.fileErrorf(n, key, "must map member ids to public keys, not be a %s", kindName(n))
+	}
+	keys := map[string]string{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode || v.Value == "" {
+			return l.fileErrorf(k, key, "each entry must be ID: PUBLIC_KEY")
+		}
+		keys[k.Value] = strings.TrimSpace(v.Value)
+	}
+	rc.Agent.MemberKeys = keys
 	return nil
 }

@@ -1,0 +1,56 @@
+package edge
+
+import (
+	"sort"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// MemberPermissions returns the bus permissions of member id of group: it
+// may publish only on the election subjects that carry its own id as sender
+// (prefix.group.el.<id> and prefix.group.el.<id>.<to>), on the group's
+// control subjects and on reply inboxes, and subscribe to its group and to
+// inboxes. So a member cannot speak for another one, and receivers check
+// that the sender in the subject is the sender in the payload.
+func MemberPermissions(prefix, group, id string) *server.Permissions {
+	base := prefix + "." + group
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Allow: []string{
+			base + ".el." + id,
+			base + ".el." + id + ".*",
+			base + ".ctl.>",
+			"_INBOX.>",
+		}},
+		Subscribe: &server.SubjectPermission{Allow: []string{base + ".>", "_INBOX.>"}},
+	}
+}
+
+// BusClientPermissions returns the permissions of any other client of the
+// site bus (a PLC poller, an operator's tool): everything except publishing
+// on the election subjects under prefix. Control requests (status, resign,
+// transfer) are allowed when control is true.
+func BusClientPermissions(prefix string, control bool) *server.Permissions {
+	deny := []string{prefix + ".*.el.>"}
+	if !control {
+		deny = append(deny, prefix+".*.ctl.>")
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: deny},
+		Subscribe: &server.SubjectPermission{Allow: []string{">"}},
+	}
+}
+
+// MemberUsers returns one nkey user per member, keyed by its pinned public
+// key, with MemberPermissions, in account acc (nil: the global account).
+func MemberUsers(prefix, group string, keys map[string]string, acc *server.Account) []*server.NkeyUser {
+	ids := make([]string, 0, len(keys))
+	for id := range keys {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	users := make([]*server.NkeyUser, 0, len(ids))
+	for _, id := range ids {
+		users = append(users, &server.NkeyUser{Nkey: keys[id], Permissions: MemberPermissions(prefix, group, id), Account: acc})
+	}
+	return users
+}
