@@ -118,10 +118,11 @@ type Agent struct {
 	leadCancel context.CancelFunc
 	lastHS     election.HardState
 
-	reqs    chan request
-	running atomic.Bool
-	notify  *notifier
-	journal *journal
+	reqs     chan request
+	running  atomic.Bool
+	notify   *notifier
+	journal  *journal
+	algGuard *algorithmGuard
 
 	// Fast failover (fastpath.go).
 	sys      *nats.Conn
@@ -164,6 +165,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		a.reg = prometheus.NewRegistry()
 	}
 	a.m = newMetrics(a.reg, a.ownReg)
+	a.algGuard = newAlgorithmGuard(cfg.Algorithm, a.reg)
 	a.log = a.log.With("id", cfg.ID, "group", cfg.Group)
 	if a.store == nil {
 		s, err := OpenFileStore(cfg.StateDir)
@@ -203,6 +205,8 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	switch cfg.Algorithm {
 	case AlgorithmBully:
 		a.node, err = election.NewBully(ecfg)
+	case AlgorithmRing:
+		a.node, err = election.NewRing(ecfg)
 	default:
 		err = fmt.Errorf("algorithm %q is not available", cfg.Algorithm)
 	}
@@ -388,6 +392,13 @@ func (a *Agent) Run(ctx context.Context) error {
 			if !ok {
 				return errors.New("agent: transport closed")
 			}
+			if first, gerr := a.algGuard.check(m, time.Now()); gerr != nil {
+				a.m.badMessage("algorithm_mismatch")
+				if first {
+					a.log.Error("refusing a member that runs another election algorithm", "err", gerr)
+				}
+				continue
+			}
 			if serr := a.node.Step(m); serr != nil {
 				a.countRejected(serr)
 			}
@@ -473,6 +484,7 @@ func (a *Agent) process() error {
 		if m.Type == election.MsgHeartbeat && !a.noFast {
 			m.Conn = connIdentity(a.nc) // lets members match disconnect reports
 		}
+		m.Algorithm = a.cfg.Algorithm
 		if err := a.transport.Send(m); err != nil {
 			a.log.Debug("send failed", "type", m.Type, "err", err)
 		}
@@ -641,6 +653,7 @@ func (a *Agent) Status() StatusReport {
 		Version:          a.version,
 		Time:             time.Now().UTC(),
 	}
+	r.AlgorithmMismatch = a.algGuard.mismatches(time.Now())
 	tick := a.cfg.Tick()
 	for _, m := range st.Members {
 		mr := MemberReport{ID: m.ID, Priority: m.Priority, Alive: m.Alive, LastSeenMS: -1}

@@ -2,9 +2,12 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -245,4 +248,63 @@ func TestConfigValidateErrorsNameKeys(t *testing.T) {
 	if c.Quorum != 2 || c.Lease >= c.SuspectAfter()-c.Heartbeat || c.Lease <= c.Heartbeat {
 		t.Fatalf("defaults: %+v", c)
 	}
+}
+
+// TestAgentRefusesMemberOfAnotherAlgorithm: gw1 runs Ring in a Bully group;
+// the others refuse it (log, /status, metric) and it never takes part.
+func TestAgentRefusesMemberOfAnotherAlgorithm(t *testing.T) {
+	net := NewMemNetwork()
+	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
+	agents := map[string]*Agent{}
+	dirs := map[string]string{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for _, m := range members {
+		dirs[m.ID] = t.TempDir()
+		alg := AlgorithmBully
+		if m.ID == "gw1" {
+			alg = AlgorithmRing
+		}
+		a, err := New(Config{ID: m.ID, Group: "g", Members: members, Algorithm: alg, Heartbeat: 50 * time.Millisecond, StateDir: dirs[m.ID]},
+			WithTransport(net.Join(m.ID)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents[m.ID] = a
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = a.Run(ctx) }()
+	}
+	waitFor(t, 5*time.Second, "gw3 to lead gw2", func() bool { return agents["gw3"].IsLeader() && agents["gw2"].Leader() == "gw3" })
+	// gw1 shows itself when it speaks to a member (here its ring successor
+	// gw2, when it stands): that member refuses it, in status and metric.
+	waitFor(t, 5*time.Second, "gw2 to report gw1 refused", func() bool {
+		mm := agents["gw2"].Status().AlgorithmMismatch
+		return len(mm) == 1 && mm[0].Member == "gw1" && mm[0].Algorithm == AlgorithmRing
+	})
+	if v := testutil.ToFloat64(agents["gw2"].m.bad.WithLabelValues("algorithm_mismatch")); v == 0 {
+		t.Fatal("mismatch not counted")
+	}
+	// gw1 refuses the Bully members too: it never follows and never votes.
+	// gw3's heartbeats reach gw1, which refuses them and so never follows.
+	waitFor(t, 5*time.Second, "gw1 to report gw3 refused", func() bool {
+		for _, mm := range agents["gw1"].Status().AlgorithmMismatch {
+			if mm.Member == "gw3" && mm.Algorithm == AlgorithmBully {
+				return true
+			}
+		}
+		return false
+	})
+	if l := agents["gw1"].Leader(); l != "" {
+		t.Fatalf("gw1 follows %q", l)
+	}
+	// Neither side ever counted the other's vote: gw1 persisted no vote but
+	// its own, and gw3 leads with gw2 alone.
+	if b, err := os.ReadFile(filepath.Join(dirs["gw1"], "state.json")); err == nil {
+		var hs election.HardState
+		if err := json.Unmarshal(b, &hs); err != nil || (hs.VotedFor != "" && hs.VotedFor != "gw1") {
+			t.Fatalf("gw1 persisted %s", b)
+		}
+	}
+	waitFor(t, 5*time.Second, "gw3 leading gw2", func() bool { return agents["gw3"].IsLeader() && agents["gw2"].Leader() == "gw3" })
 }

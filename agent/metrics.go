@@ -31,7 +31,7 @@ type metrics struct {
 var badReasons = []string{
 	"malformed", "oversize", "unknown_version", "unknown_type", "wrong_group",
 	"not_member", "subject_mismatch", "bad_field", "not_for_me", "inbox_full",
-	"stale_term", "rejected", "unsigned", "bad_signature", "replayed",
+	"stale_term", "rejected", "unsigned", "bad_signature", "replayed", "algorithm_mismatch",
 }
 
 func newMetrics(reg prometheus.Registerer, withRuntime bool) *metrics {

@@ -19,9 +19,12 @@ type StatusReport struct {
 	// LeaseRemainingMS is, on a leader, how long its lease still runs.
 	LeaseRemainingMS int64 `json:"lease_remaining_ms"`
 	// NATSConnected tells whether the agent's NATS connection is up.
-	NATSConnected bool      `json:"nats_connected"`
-	Version       string    `json:"version"`
-	Time          time.Time `json:"time"`
+	NATSConnected bool `json:"nats_connected"`
+	// AlgorithmMismatch lists members refused because they run another
+	// election algorithm than this agent.
+	AlgorithmMismatch []AlgorithmMismatch `json:"algorithm_mismatch,omitempty"`
+	Version           string              `json:"version"`
+	Time              time.Time           `json:"time"`
 }
 
 // QuorumReport gives the quorum size, the members believed alive and

@@ -158,6 +158,7 @@ type wireMessage struct {
 	Initiator    string   `json:"initiator,omitempty"`
 	Participants []string `json:"participants,omitempty"`
 	Conn         string   `json:"conn,omitempty"`
+	Alg          string   `json:"alg,omitempty"`
 	// Ep and N number a signed message (epoch of the sender's process,
 	// counter within it), so that receivers can refuse replays.
 	Ep uint64 `json:"ep,omitempty"`
@@ -171,7 +172,7 @@ var wireKeys = map[string]bool{
 	"v": true, "group": true, "type": true, "from": true, "to": true,
 	"term": true, "seq": true, "granted": true, "alive": true,
 	"nominee": true, "initiator": true, "participants": true, "conn": true,
-	"ep": true, "n": true,
+	"ep": true, "n": true, "alg": true,
 }
 
 // fieldRule says which optional fields a message type uses. A field that a
@@ -184,6 +185,7 @@ type fieldRule struct {
 	nominee       bool
 	initiator     bool
 	needInitiator bool
+	needTo        bool // the message goes to one member, never to the group
 	participants  bool
 	conn          bool
 }
@@ -200,8 +202,8 @@ var fieldRules = map[election.MsgType]fieldRule{
 	election.MsgCoordinator: {needTerm: true, seq: true},
 	election.MsgVote:        {needTerm: true, seq: true, granted: true},
 	election.MsgResign:      {needTerm: true, nominee: true},
-	election.MsgRingToken:   {seq: true, needSeq: true, initiator: true, needInitiator: true, participants: true},
-	election.MsgRingAck:     {seq: true, needSeq: true, initiator: true, needInitiator: true},
+	election.MsgRingToken:   {seq: true, needSeq: true, initiator: true, needInitiator: true, participants: true, needTo: true},
+	election.MsgRingAck:     {seq: true, needSeq: true, initiator: true, needInitiator: true, needTo: true},
 }
 
 // Encode returns the wire form of m, a message of group. It refuses (with a
@@ -239,6 +241,7 @@ func EncodeNumbered(group string, m election.Message, ep, n uint64) ([]byte, err
 		Initiator:    m.Initiator,
 		Participants: m.Participants,
 		Conn:         m.Conn,
+		Alg:          m.Algorithm,
 		Ep:           ep,
 		N:            n,
 	}
@@ -315,6 +318,7 @@ func decodeChecked(w wireMessage, subject string, expect DecodeContext) (electio
 		Initiator:    w.Initiator,
 		Participants: nilIfEmpty(w.Participants),
 		Conn:         w.Conn,
+		Algorithm:    w.Alg,
 	}
 	if err := checkMembers(m, expect.Members); err != nil {
 		return election.Message{}, err
@@ -488,6 +492,8 @@ func checkFields(m election.Message) error {
 		return bad(ReasonBadField, "alive set on %s", t)
 	case !r.nominee && m.Nominee != "":
 		return bad(ReasonBadField, "nominee set on %s", t)
+	case r.needTo && m.To == "":
+		return bad(ReasonBadField, "%s sent to the whole group", t)
 	case r.needInitiator && m.Initiator == "":
 		return bad(ReasonBadField, "%s without initiator", t)
 	case !r.initiator && m.Initiator != "":
@@ -496,6 +502,8 @@ func checkFields(m election.Message) error {
 		return bad(ReasonBadField, "participants set on %s", t)
 	case !r.conn && m.Conn != "":
 		return bad(ReasonBadField, "conn set on %s", t)
+	case m.Algorithm != "" && m.Algorithm != "bully" && m.Algorithm != "ring":
+		return bad(ReasonBadField, "alg %q is not bully or ring", m.Algorithm)
 	case !validConn(m.Conn):
 		return bad(ReasonBadField, "conn %q is not a connection identity", m.Conn)
 	case m.To != "" && m.To == m.From:

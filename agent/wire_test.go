@@ -240,6 +240,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"ring token without initiator", msg(`"type":"ring_token","from":"a","to":"b","seq":1,"participants":["a"]`), aToB, agent.ReasonBadField},
 		{"ring token without seq", msg(`"type":"ring_token","from":"a","to":"b","initiator":"a","participants":["a"]`), aToB, agent.ReasonBadField},
 		{"ring ack without seq", msg(`"type":"ring_ack","from":"a","to":"b","initiator":"a"`), aToB, agent.ReasonBadField},
+		{"ring token to the group", msg(`"type":"ring_token","from":"a","seq":1,"initiator":"a","participants":["a"]`), fromA, agent.ReasonBadField},
+		{"ring ack to the group", msg(`"type":"ring_ack","from":"a","seq":1,"initiator":"a"`), fromA, agent.ReasonBadField},
 		{"ring ack without initiator", msg(`"type":"ring_ack","from":"a","to":"b","seq":1`), aToB, agent.ReasonBadField},
 		{"alive on ring token", msg(`"type":"ring_token","from":"a","to":"b","seq":1,"initiator":"a","participants":["a"],"alive":["a"]`), aToB, agent.ReasonBadField},
 		{"resign nominating its sender", msg(`"type":"resign","from":"a","term":3,"nominee":"a"`), fromA, agent.ReasonBadField},

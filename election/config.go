@@ -51,6 +51,13 @@ type Config struct {
 	// AnswerTicks bounds each wait of an election: for an OK, for a
 	// COORDINATOR, for votes.
 	AnswerTicks int
+	// RingHopTicks bounds how long a Ring member waits for its successor to
+	// acknowledge the token before it skips that successor for the next one.
+	// 0 means AnswerTicks/3 (at least 1): a hop is one message and one
+	// answer, and several dead successors in a row must fit in the time the
+	// other members wait for the round's COORDINATOR (AnswerTicks). It must
+	// not exceed AnswerTicks. Bully ignores it.
+	RingHopTicks int
 	// Preemption and HoldDownTicks set how a returning higher-ranked member
 	// takes over.
 	Preemption    Preemption
@@ -100,6 +107,12 @@ func (c *Config) validate() error {
 	}
 	if c.AnswerTicks < 1 {
 		return errors.New("election: AnswerTicks must be at least 1")
+	}
+	if c.RingHopTicks == 0 {
+		c.RingHopTicks = max(1, c.AnswerTicks/3)
+	}
+	if c.RingHopTicks < 1 || c.RingHopTicks > c.AnswerTicks {
+		return fmt.Errorf("election: RingHopTicks %d outside 1..AnswerTicks (%d)", c.RingHopTicks, c.AnswerTicks)
 	}
 	if c.HoldDownTicks < 0 {
 		return errors.New("election: HoldDownTicks must not be negative")

@@ -467,7 +467,10 @@ func (c *core) Step(m Message) error {
 	if m.To != "" && m.To != c.self.ID {
 		return fmt.Errorf("%w: %q", ErrWrongTarget, m.To)
 	}
-	if m.Term == 0 && m.Type != MsgElection && m.Type != MsgOK {
+	// Election, OK and the Ring messages may carry term 0, as the wire
+	// format allows: they are sent before any leader was seen, carry the
+	// sender's term for information only, and grant nothing.
+	if m.Term == 0 && !preTermType(m.Type) {
 		return fmt.Errorf("%w: term 0", ErrBadMessage)
 	}
 	c.lastSeen[m.From] = c.now
@@ -486,6 +489,15 @@ func (c *core) Step(m Message) error {
 		return c.alg.step(m)
 	}
 	return fmt.Errorf("%w: type %v", ErrBadMessage, m.Type)
+}
+
+// preTermType reports whether messages of type t may carry term 0.
+func preTermType(t MsgType) bool {
+	switch t {
+	case MsgElection, MsgOK, MsgRingToken, MsgRingAck:
+		return true
+	}
+	return false
 }
 
 func (c *core) stepHeartbeat(m Message) error {

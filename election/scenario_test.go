@@ -9,6 +9,7 @@ import (
 // algorithms lists the Node constructors every scenario runs against.
 var algorithms = map[string]func(Config) (Node, error){
 	"bully": NewBully,
+	"ring":  NewRing,
 }
 
 func forEachAlgorithm(t *testing.T, f func(t *testing.T, newNode func(Config) (Node, error))) {

@@ -98,7 +98,9 @@ type Message struct {
 	To   string
 	Term uint64
 	// Seq is the sender's heartbeat sequence: set on Heartbeat and Coordinator,
-	// echoed by Ack and Vote so the leader can date its lease.
+	// echoed by Ack and Vote so the leader can date its lease. On RingToken
+	// it numbers the initiator's round (with Initiator, it names the round),
+	// echoed by RingAck.
 	Seq uint64
 	// Granted is the answer of a Vote.
 	Granted bool
@@ -109,6 +111,10 @@ type Message struct {
 	// Initiator and Participants carry a Ring token.
 	Initiator    string
 	Participants []string
+	// Algorithm is the sender's election algorithm ("bully", "ring"),
+	// stamped by the agent so that a member configured differently from its
+	// group is found and refused; the cores ignore it.
+	Algorithm string
 	// Conn identifies the leader's current connection to the bus, carried
 	// by Heartbeat, so that a report that this connection closed can be
 	// told apart from a stale report about an earlier one.

@@ -316,3 +316,57 @@ func TestE2EFastFailoverOnServerAdvisory(t *testing.T) {
 		t.Fatalf("journals: %s; overlaps %v", rep, rep.Overlaps)
 	}
 }
+
+// TestE2ERingFailover: five Ring agent processes; SIGKILL the leader, then
+// the new leader's ring successor too: every survivor agrees on one leader
+// and no two leases ever overlap.
+func TestE2ERingFailover(t *testing.T) {
+	ns, err := harness.StartNATS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	site := harness.NewSite(binary, ns.ClientURL(), t.TempDir(), 5, "--algorithm", "ring", "--heartbeat", "100ms", "--preemption", "never")
+	site.Journals = true
+	defer site.Stop()
+	if err := site.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	first, err := site.WaitAgreement(site.IDs(), "", 0, 5*time.Millisecond, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Leader != "gw5" {
+		t.Fatalf("ring elected %s, want gw5", first.Leader)
+	}
+	st, err := site.Proc("gw1").Status(t.Context())
+	if err != nil || st.Algorithm != "ring" {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	if err := site.Kill("gw5"); err != nil {
+		t.Fatal(err)
+	}
+	second, err := site.WaitAgreement([]string{"gw1", "gw2", "gw3", "gw4"}, "gw5", first.Term, 2*time.Millisecond, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ring runs by rank, lowest first: gw4's successor is gw5 (dead),
+	// then gw1.
+	if err := site.Kill("gw1"); err != nil {
+		t.Fatal(err)
+	}
+	survivors := []string{"gw2", "gw3", "gw4"}
+	third, err := site.WaitAgreement(survivors, "", second.Term-1, 2*time.Millisecond, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ring: %s (term %d) -> %s (term %d) -> %s (term %d)", first.Leader, first.Term, second.Leader, second.Term, third.Leader, third.Term)
+	site.Stop()
+	entries, err := journalcheck.ReadFiles(site.JournalPaths()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := journalcheck.Check(entries, time.Now()); !rep.OK() {
+		t.Fatalf("journals: %s; overlaps %v", rep, rep.Overlaps)
+	}
+}
