@@ -1,21 +1,27 @@
 package edge
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 )
 
 // readyTimeout bounds the wait for the embedded server to accept clients.
 const readyTimeout = 10 * time.Second
 
-// EmbeddedConfig describes an embedded nats-server.
+// EmbeddedConfig describes an embedded nats-server: standalone, clustered
+// with the other gateways' servers through routes, and optionally a leaf node
+// of an upstream hub. Errors about it name the config key at fault.
 type EmbeddedConfig struct {
 	// Listen is the client address as host:port, the config file's
 	// nats.listen (nats_listen). Port 0 picks a free port; an empty host
@@ -26,21 +32,168 @@ type EmbeddedConfig struct {
 	ServerName string
 	// Logger receives the server's log, adapted to slog; nil discards it.
 	Logger *slog.Logger
+	// Auth is what the server requires of every client (the agent's own
+	// connection included). The zero value requires nothing.
+	Auth ClientAuth
+	// TLS, when it has a certificate, makes the client port TLS only. With a
+	// CA as well, clients must present a certificate signed by it.
+	TLS TLSFiles
+	// MonitorPort, when not 0, serves the nats-server monitoring endpoints
+	// (/varz, /routez, ...) on 127.0.0.1 at that port; -1 picks a free
+	// port. It is never bound beyond loopback.
+	MonitorPort int
+	// Cluster, when not nil, clusters the server with the other gateways'.
+	Cluster *ClusterConfig
+	// LeafNode, when not nil, connects the server to an upstream hub as a
+	// leaf node.
+	LeafNode *LeafNodeConfig
+}
+
+// ClientAuth is the authentication the embedded server requires of
+// clients: at most one of a user and password, a token or an nkey.
+type ClientAuth struct {
+	User     string
+	Password string
+	Token    string
+	// NKey is a user's public nkey (U...); clients prove it by signing the
+	// server's nonce with the seed.
+	NKey string
+}
+
+// TLSFiles names PEM files for one kind of connection. Cert and Key go
+// together; CA alone is only meaningful for a client.
+type TLSFiles struct {
+	CA   string
+	Cert string
+	Key  string
+}
+
+// IsZero reports whether no file is set.
+func (t TLSFiles) IsZero() bool { return t == TLSFiles{} }
+
+// ClusterConfig clusters the embedded server with the servers of the other
+// gateways of the site (nats.cluster in the config file).
+type ClusterConfig struct {
+	// Name is the cluster name; every server of the cluster uses the same.
+	Name string
+	// Listen is the route address host:port (nats.cluster.listen); port 0
+	// picks a free port.
+	Listen string
+	// Routes are the other servers' route URLs, nats-route://host:port. A
+	// route to this server itself is allowed and ignored, so every gateway
+	// can share one list.
+	Routes []string
+	// User and Password, when set, are required of routes and presented on
+	// the routes this server opens.
+	User     string
+	Password string
+	// TLS, when it has a certificate, makes routes mutual TLS: each side
+	// presents Cert and verifies the other against CA.
+	TLS TLSFiles
+}
+
+// LeafNodeConfig connects the embedded server to an upstream hub as a leaf
+// node (nats.leafnode in the config file).
+type LeafNodeConfig struct {
+	// Remotes are the hub's leaf node URLs (nats-leaf://, nats://, tls://).
+	Remotes []string
+	// Credentials is a JWT creds file for the hub, "" for none.
+	Credentials string
+	// TLS verifies the hub against CA and presents Cert/Key if given.
+	TLS TLSFiles
 }
 
 // EmbeddedServer is a running embedded nats-server. Its methods are safe for
 // concurrent use.
 type EmbeddedServer struct {
-	srv       *server.Server
-	clientURL string
-	once      sync.Once
+	srv        *server.Server
+	clientURL  string
+	routeURL   string
+	monitorURL string
+	once       sync.Once
 }
 
 // StartEmbedded starts a nats-server as described by cfg and returns once it
 // accepts client connections. It never installs signal handlers. If the
 // server cannot listen (a bad address, a port in use) or is not ready within
-// 10 seconds, StartEmbedded shuts it down and returns an error.
+// 10 seconds, StartEmbedded shuts it down and returns an error. Routes and
+// leaf node connections are made in the background: a peer that is down is
+// retried for as long as the server runs.
 func StartEmbedded(cfg EmbeddedConfig) (*EmbeddedServer, error) {
+	opts, err := serverOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("edge: embedded nats-server on %s: %w", cfg.Listen, err)
+	}
+	// The logger is installed even without a slog.Logger: it is how a
+	// failure inside Start (which only logs it, as fatal) reaches the caller.
+	log := newServerLogger(cfg.Logger)
+	srv.SetLogger(log, log.debugEnabled(), log.traceEnabled())
+
+	// Start returns once it has tried to listen; the accept loop runs in
+	// the server's own goroutines.
+	srv.Start()
+	fail := func(reason string) (*EmbeddedServer, error) {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, fmt.Errorf("edge: embedded nats-server (%s) cannot start: %s", listenKeys(cfg), reason)
+	}
+	if srv.Addr() == nil || (cfg.MonitorPort != 0 && srv.MonitorAddr() == nil) {
+		// A listener never came up, so waiting would only burn the
+		// timeout: fail now, with the reason the server logged.
+		reason := log.fatal()
+		if reason == "" {
+			reason = "the server did not open its listeners"
+		}
+		return fail(reason)
+	}
+	// The route listener comes up in the server's own goroutine; a failure
+	// there is logged as fatal, which ends the wait at once.
+	deadline := time.Now().Add(readyTimeout)
+	for !srv.ReadyForConnections(50 * time.Millisecond) {
+		if reason := log.fatal(); reason != "" {
+			return fail(reason)
+		}
+		if time.Now().After(deadline) {
+			return fail(fmt.Sprintf("not ready for connections after %s", readyTimeout))
+		}
+	}
+	tcp, ok := srv.Addr().(*net.TCPAddr)
+	if !ok {
+		return fail(fmt.Sprintf("unexpected listener address %v", srv.Addr()))
+	}
+	e := &EmbeddedServer{
+		srv:       srv,
+		clientURL: "nats://" + net.JoinHostPort(dialHost(opts.Host), strconv.Itoa(tcp.Port)),
+	}
+	if a := srv.ClusterAddr(); a != nil {
+		e.routeURL = "nats-route://" + net.JoinHostPort(dialHost(opts.Cluster.Host), strconv.Itoa(a.Port))
+	}
+	if a := srv.MonitorAddr(); a != nil {
+		e.monitorURL = "http://" + net.JoinHostPort(opts.HTTPHost, strconv.Itoa(a.Port))
+	}
+	return e, nil
+}
+
+// listenKeys names the config keys of the listeners cfg opens, for an error
+// about one that did not come up.
+func listenKeys(cfg EmbeddedConfig) string {
+	keys := "nats_listen " + cfg.Listen
+	if cfg.Cluster != nil {
+		keys += ", nats.cluster.listen " + cfg.Cluster.Listen
+	}
+	if cfg.MonitorPort != 0 {
+		keys += ", nats.monitor_port " + strconv.Itoa(cfg.MonitorPort)
+	}
+	return keys
+}
+
+// serverOptions turns cfg into nats-server options. It reads the TLS files
+// it names but opens no connection. Errors name the config key.
+func serverOptions(cfg EmbeddedConfig) (*server.Options, error) {
 	host, port, err := parseListen(cfg.Listen)
 	if err != nil {
 		return nil, err
@@ -57,59 +210,237 @@ func StartEmbedded(cfg EmbeddedConfig) (*EmbeddedServer, error) {
 	if port == 0 {
 		opts.Port = server.RANDOM_PORT
 	}
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		return nil, fmt.Errorf("edge: embedded nats-server on %s: %w", cfg.Listen, err)
+	if err := applyClientAuth(opts, cfg.Auth); err != nil {
+		return nil, err
 	}
-	// The logger is installed even without a slog.Logger: it is how a
-	// failure inside Start (which only logs it, as fatal) reaches the caller.
-	log := newServerLogger(cfg.Logger)
-	srv.SetLogger(log, log.debugEnabled(), log.traceEnabled())
-
-	// Start returns once it has tried to listen; the accept loop runs in
-	// the server's own goroutines.
-	srv.Start()
-	if srv.Addr() == nil {
-		// The listener never came up, so waiting would only burn the
-		// timeout: fail now, with the reason the server logged.
-		srv.Shutdown()
-		srv.WaitForShutdown()
-		reason := log.fatal()
-		if reason == "" {
-			reason = "the server did not open its client listener"
+	if !cfg.TLS.IsZero() {
+		tc, err := serverTLS("nats.tls", cfg.TLS, false)
+		if err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("edge: embedded nats-server (nats_listen %s) cannot start: %s", cfg.Listen, reason)
+		opts.TLSConfig, opts.TLSVerify, opts.TLSTimeout = tc, cfg.TLS.CA != "", tlsTimeout
 	}
-	if !srv.ReadyForConnections(readyTimeout) {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-		return nil, fmt.Errorf("edge: embedded nats-server on %s not ready for connections after %s", cfg.Listen, readyTimeout)
+	switch {
+	case cfg.MonitorPort == 0:
+	case cfg.MonitorPort == -1 || (cfg.MonitorPort > 0 && cfg.MonitorPort <= 65535):
+		// Monitoring tells anyone who can reach it the site's topology and
+		// clients: it stays on loopback, for an operator on the gateway.
+		opts.HTTPHost, opts.HTTPPort = "127.0.0.1", cfg.MonitorPort
+		if cfg.MonitorPort == -1 {
+			opts.HTTPPort = server.RANDOM_PORT
+		}
+	default:
+		return nil, fmt.Errorf("edge: nats.monitor_port: %d is not a port 1..65535 (0 turns monitoring off)", cfg.MonitorPort)
 	}
-	tcp, ok := srv.Addr().(*net.TCPAddr)
+	if c := cfg.Cluster; c != nil {
+		if err := applyCluster(opts, c); err != nil {
+			return nil, err
+		}
+	}
+	if l := cfg.LeafNode; l != nil {
+		if err := applyLeafNode(opts, l); err != nil {
+			return nil, err
+		}
+	}
+	return opts, nil
+}
+
+// tlsTimeout is the TLS handshake timeout, in seconds, of every listener.
+const tlsTimeout = 2
+
+// applyClientAuth makes the server require a of its clients.
+func applyClientAuth(opts *server.Options, a ClientAuth) error {
+	n := 0
+	for _, set := range []bool{a.User != "" || a.Password != "", a.Token != "", a.NKey != ""} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return errors.New("edge: nats: give at most one of nats.user/nats.password, nats.token and nats.nkey_seed for the embedded server")
+	}
+	switch {
+	case a.User != "" || a.Password != "":
+		if a.User == "" || a.Password == "" {
+			return errors.New("edge: nats.user: a user and a password go together")
+		}
+		opts.Username, opts.Password = a.User, a.Password
+	case a.Token != "":
+		opts.Authorization = a.Token
+	case a.NKey != "":
+		if !nkeys.IsValidPublicUserKey(a.NKey) {
+			return fmt.Errorf("edge: nats.nkey_seed: %q is not a user public nkey", a.NKey)
+		}
+		opts.Nkeys = []*server.NkeyUser{{Nkey: a.NKey}}
+	}
+	return nil
+}
+
+// applyCluster sets the route listener, the routes and their security.
+func applyCluster(opts *server.Options, c *ClusterConfig) error {
+	if c.Name == "" {
+		return errors.New("edge: nats.cluster.name: a cluster name is required, the same on every gateway")
+	}
+	if strings.ContainsAny(c.Name, " \t\r\n.*>") {
+		return fmt.Errorf("edge: nats.cluster.name: %q may not contain spaces, '.', '*' or '>'", c.Name)
+	}
+	host, port, err := parseHostPort("nats.cluster.listen", c.Listen)
+	if err != nil {
+		return err
+	}
+	opts.Cluster.Name = c.Name
+	opts.Cluster.Host = host
+	opts.Cluster.Port = port
+	if port == 0 {
+		opts.Cluster.Port = server.RANDOM_PORT
+	}
+	if (c.User == "") != (c.Password == "") {
+		return errors.New("edge: nats.cluster.user: a route user and password go together")
+	}
+	opts.Cluster.Username, opts.Cluster.Password = c.User, c.Password
+	for _, r := range c.Routes {
+		u, err := ParseRouteURL(r)
+		if err != nil {
+			return fmt.Errorf("edge: nats.cluster.routes: %w", err)
+		}
+		if c.User != "" {
+			u.User = url.UserPassword(c.User, c.Password)
+		}
+		opts.Routes = append(opts.Routes, u)
+	}
+	if !c.TLS.IsZero() {
+		tc, err := serverTLS("nats.cluster.tls", c.TLS, true)
+		if err != nil {
+			return err
+		}
+		opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = tc, tlsTimeout
+	}
+	return nil
+}
+
+// applyLeafNode adds the upstream hub as a leaf node remote.
+func applyLeafNode(opts *server.Options, l *LeafNodeConfig) error {
+	if len(l.Remotes) == 0 {
+		return errors.New("edge: nats.leafnode.remotes: give the hub's leaf node URLs")
+	}
+	remote := &server.RemoteLeafOpts{Credentials: l.Credentials}
+	for _, r := range l.Remotes {
+		u, err := ParseLeafURL(r)
+		if err != nil {
+			return fmt.Errorf("edge: nats.leafnode.remotes: %w", err)
+		}
+		remote.URLs = append(remote.URLs, u)
+	}
+	if !l.TLS.IsZero() {
+		tc, err := clientTLS("nats.leafnode.tls", l.TLS)
+		if err != nil {
+			return err
+		}
+		remote.TLS, remote.TLSConfig, remote.TLSTimeout = true, tc, tlsTimeout
+	}
+	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
+	return nil
+}
+
+// serverTLS builds the tls.Config of a listener from files. mutual requires
+// and verifies the peers' certificates (routes always do, since each side is
+// also the other's client); otherwise a CA turns on client verification.
+func serverTLS(key string, f TLSFiles, mutual bool) (*tls.Config, error) {
+	if f.Cert == "" || f.Key == "" {
+		return nil, fmt.Errorf("edge: %s: a listener needs both cert and key", key)
+	}
+	if mutual && f.CA == "" {
+		return nil, fmt.Errorf("edge: %s.ca: routes verify each other: give the CA that signed the gateways' certificates", key)
+	}
+	tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
+		CertFile: f.Cert, KeyFile: f.Key, CaFile: f.CA, Verify: f.CA != "", Timeout: tlsTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("edge: %s: %w", key, err)
+	}
+	if mutual {
+		// The same config dials the other servers: trust the same CA.
+		tc.RootCAs = tc.ClientCAs
+	}
+	return tc, nil
+}
+
+// clientTLS builds the tls.Config the server uses to dial out (a leaf node
+// remote): verify against CA, present Cert/Key if given.
+func clientTLS(key string, f TLSFiles) (*tls.Config, error) {
+	if (f.Cert == "") != (f.Key == "") {
+		return nil, fmt.Errorf("edge: %s: cert and key go together", key)
+	}
+	tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: f.Cert, KeyFile: f.Key, CaFile: f.CA, Timeout: tlsTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("edge: %s: %w", key, err)
+	}
+	tc.RootCAs = tc.ClientCAs
+	tc.ClientCAs = nil
+	return tc, nil
+}
+
+// ParseRouteURL checks a cluster route URL: nats-route://, nats:// or tls://
+// with a host and a port, and nothing else. It resolves no name.
+func ParseRouteURL(s string) (*url.URL, error) {
+	return parseServerURL(s, "nats-route", 6222, "nats-route", "nats", "tls")
+}
+
+// ParseLeafURL checks a leaf node remote URL: nats-leaf://, nats:// or
+// tls:// with a host (the port defaults to 7422). It resolves no name.
+func ParseLeafURL(s string) (*url.URL, error) {
+	return parseServerURL(s, "nats-leaf", 7422, "nats-leaf", "nats", "tls")
+}
+
+// parseServerURL parses s and checks its scheme, host and port; a missing
+// port is set to defPort.
+func parseServerURL(s, what string, defPort int, schemes ...string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("%q is not a %s URL (%s://host:port)", s, what, what)
+	}
+	ok := false
+	for _, sc := range schemes {
+		ok = ok || u.Scheme == sc
+	}
 	if !ok {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-		return nil, fmt.Errorf("edge: embedded nats-server on %s: unexpected listener address %v", cfg.Listen, srv.Addr())
+		return nil, fmt.Errorf("%q: the scheme must be one of %s", s, strings.Join(schemes, "://, ")+"://")
 	}
-	return &EmbeddedServer{
-		srv:       srv,
-		clientURL: "nats://" + net.JoinHostPort(dialHost(host), strconv.Itoa(tcp.Port)),
-	}, nil
+	if u.Hostname() == "" {
+		return nil, fmt.Errorf("%q has no host", s)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("%q: port %q is not a number 1..65535", s, p)
+		}
+	} else {
+		u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(defPort))
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%q: a server URL has no path, query or fragment", s)
+	}
+	return u, nil
 }
 
 // parseListen splits a host:port listen address and checks the port range.
 // Errors name the config key, nats_listen.
 func parseListen(listen string) (host string, port int, err error) {
+	return parseHostPort("nats_listen", listen)
+}
+
+// parseHostPort splits the listen address of config key key into host and
+// port; an empty host means every interface.
+func parseHostPort(key, listen string) (host string, port int, err error) {
 	if listen == "" {
-		return "", 0, errors.New("edge: nats_listen: an address host:port is required (port 0 picks a free port)")
+		return "", 0, fmt.Errorf("edge: %s: an address host:port is required (port 0 picks a free port)", key)
 	}
 	h, p, err := net.SplitHostPort(listen)
 	if err != nil {
-		return "", 0, fmt.Errorf("edge: nats_listen: %q is not a host:port address: %w", listen, err)
+		return "", 0, fmt.Errorf("edge: %s: %q is not a host:port address: %w", key, listen, err)
 	}
 	n, err := strconv.Atoi(p)
 	if err != nil || n < 0 || n > 65535 {
-		return "", 0, fmt.Errorf("edge: nats_listen: %q: port %q is not a number in 0..65535", listen, p)
+		return "", 0, fmt.Errorf("edge: %s: %q: port %q is not a number in 0..65535", key, listen, p)
 	}
 	if h == "" {
 		h = "0.0.0.0"
@@ -141,6 +472,18 @@ func (e *EmbeddedServer) ClientURL() string { return e.clientURL }
 // wrap (monitoring, in-process connections). Callers must not shut it down
 // directly; use Shutdown.
 func (e *EmbeddedServer) Server() *server.Server { return e.srv }
+
+// RouteURL returns the URL other servers route to, nats-route://host:port,
+// with the port the route listener actually uses (a wildcard host is given
+// as loopback), or "" when the server is not clustered.
+func (e *EmbeddedServer) RouteURL() string { return e.routeURL }
+
+// MonitorURL returns the base URL of the monitoring endpoints,
+// http://127.0.0.1:port, or "" when monitoring is off.
+func (e *EmbeddedServer) MonitorURL() string { return e.monitorURL }
+
+// NumRoutes returns the number of routes to other servers open now.
+func (e *EmbeddedServer) NumRoutes() int { return e.srv.NumRoutes() }
 
 // NumClients returns the number of client connections the server has now.
 func (e *EmbeddedServer) NumClients() int { return e.srv.NumClients() }

@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/edge"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -51,6 +52,18 @@ type runConfig struct {
 	// "" exactly when EmbeddedNATS is false: a listen address given without
 	// an embedded server is ignored.
 	NATSListen string
+	// NATSClient is how the agent's NATS connection authenticates and
+	// secures itself; an embedded server requires the same of its clients.
+	NATSClient edge.ClientConfig
+	// NATSMonitorPort is the embedded server's monitoring port on
+	// 127.0.0.1; 0 is off. It is 0 without an embedded server.
+	NATSMonitorPort int
+	// NATSCluster clusters the embedded server with the other gateways'
+	// (nil: standalone). It is nil without an embedded server.
+	NATSCluster *edge.ClusterConfig
+	// NATSLeafNode connects the embedded server to an upstream hub (nil:
+	// none). It is nil without an embedded server.
+	NATSLeafNode *edge.LeafNodeConfig
 	// HTTPAddr is the host:port of /metrics, /healthz, /readyz and /status;
 	// "" disables the HTTP server (the config says "" or "off").
 	HTTPAddr string
@@ -102,7 +115,10 @@ type setting struct {
 }
 
 // settings lists every setting, in the order of the documentation.
-var settings = []setting{
+var settings = append(coreSettings, natsSettings...)
+
+// coreSettings are the election, bus and process settings.
+var coreSettings = []setting{
 	{key: "id", flag: "id", usage: "this gateway's member `ID` (must be in members)",
 		set: func(rc *runConfig, s string) error { rc.Agent.ID = s; return nil }},
 	{key: "group", flag: "group", usage: "election group `NAME`",
@@ -258,12 +274,21 @@ type fileConfig struct {
 
 // fileNATS is the `nats:` section of the config file.
 type fileNATS struct {
-	URLs           yaml.Node `yaml:"urls"`
-	Embedded       yaml.Node `yaml:"embedded"`
-	Listen         yaml.Node `yaml:"listen"`
-	SystemUser     yaml.Node `yaml:"system_user"`
-	SystemPassword yaml.Node `yaml:"system_password"`
-	SystemCreds    yaml.Node `yaml:"system_creds"`
+	URLs           yaml.Node     `yaml:"urls"`
+	Embedded       yaml.Node     `yaml:"embedded"`
+	Listen         yaml.Node     `yaml:"listen"`
+	SystemUser     yaml.Node     `yaml:"system_user"`
+	SystemPassword yaml.Node     `yaml:"system_password"`
+	SystemCreds    yaml.Node     `yaml:"system_creds"`
+	Creds          yaml.Node     `yaml:"creds"`
+	NKeySeed       yaml.Node     `yaml:"nkey_seed"`
+	User           yaml.Node     `yaml:"user"`
+	Password       yaml.Node     `yaml:"password"`
+	Token          yaml.Node     `yaml:"token"`
+	TLS            *fileNATSTLS  `yaml:"tls"`
+	MonitorPort    yaml.Node     `yaml:"monitor_port"`
+	Cluster        *fileCluster  `yaml:"cluster"`
+	LeafNode       *fileLeafNode `yaml:"leafnode"`
 }
 
 // nodes maps each setting key to its node in the file (a zero node when the
@@ -302,6 +327,7 @@ func (f *fileConfig) nodes() map[string]*yaml.Node {
 	m["nats.system_user"] = &n.SystemUser
 	m["nats.system_password"] = &n.SystemPassword
 	m["nats.system_creds"] = &n.SystemCreds
+	n.natsNodes(m)
 	return m
 }
 
@@ -507,20 +533,28 @@ func (l *loader) yamlError(err error) error {
 	}
 	msg := te.Errors[0]
 	fileType := reflect.TypeFor[fileConfig]().String()
-	natsType := reflect.TypeFor[fileNATS]().String()
 	key := ""
 	if line, rest, ok := strings.Cut(msg, ": "); ok {
+		matched := false
+		for _, sec := range sections {
+			typ := sec.typ.String()
+			switch {
+			case strings.HasPrefix(rest, "field ") && strings.HasSuffix(rest, " not found in type "+typ):
+				name := strings.TrimSuffix(strings.TrimPrefix(rest, "field "), " not found in type "+typ)
+				key = sec.key + "." + name
+				msg = line + ": field " + key + " not found (" + sec.key + " takes " + sectionKeys(sec.typ) + ")"
+				matched = true
+			case strings.HasPrefix(rest, "cannot unmarshal ") && strings.HasSuffix(rest, " into "+typ):
+				key = sec.key
+				msg = line + ": " + sec.key + ": must be a mapping with " + sectionKeys(sec.typ)
+				matched = true
+			}
+		}
 		switch {
-		case strings.HasPrefix(rest, "field ") && strings.HasSuffix(rest, " not found in type "+natsType):
-			name := strings.TrimSuffix(strings.TrimPrefix(rest, "field "), " not found in type "+natsType)
-			key = "nats." + name
-			msg = line + ": field " + key + " not found (nats takes urls, embedded, listen)"
+		case matched:
 		case strings.HasPrefix(rest, "field ") && strings.HasSuffix(rest, " not found in type "+fileType):
 			key = strings.TrimSuffix(strings.TrimPrefix(rest, "field "), " not found in type "+fileType)
 			msg = line + ": field " + key + " not found"
-		case strings.HasPrefix(rest, "cannot unmarshal ") && strings.HasSuffix(rest, " into "+natsType):
-			key = "nats"
-			msg = line + ": nats: must be a mapping with urls, embedded, listen"
 		case strings.HasPrefix(rest, "cannot unmarshal ") && strings.HasSuffix(rest, " into "+fileType):
 			msg = line + ": the file must be a mapping of keys to values"
 		}
@@ -689,6 +723,9 @@ func (l *loader) finish(rc *runConfig) error {
 		}
 	} else {
 		rc.NATSListen = ""
+	}
+	if err := l.finishNATS(rc); err != nil {
+		return err
 	}
 	if rc.HTTPAddr == "off" {
 		rc.HTTPAddr = ""

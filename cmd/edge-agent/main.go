@@ -127,22 +127,33 @@ func cmdRun(args []string, stderr io.Writer) int {
 }
 
 // runAgent runs one gateway's agent until ctx ends: embedded NATS server if
-// configured, the NATS connection, the HTTP endpoints and the election.
+// configured, the NATS connection, the HTTP endpoints, systemd notifications
+// and the election.
 func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
+	notifier, err := edge.NewSystemdNotifier(log)
+	if err != nil {
+		return err
+	}
+	clientOpts, err := rc.NATSClient.Options()
+	if err != nil {
+		return err
+	}
 	urls := append([]string(nil), rc.NATSURLs...)
 	if rc.EmbeddedNATS {
-		srv, err := edge.StartEmbedded(edge.EmbeddedConfig{Listen: rc.NATSListen, ServerName: rc.Agent.Group + "-" + rc.Agent.ID})
+		srv, err := startEmbedded(rc, log)
 		if err != nil {
 			return err
 		}
 		defer srv.Shutdown()
-		log.Info("embedded NATS server listening", "url", srv.ClientURL())
+		// The agent's own server first, reached in-process; the peers'
+		// servers (nats.urls) only if it ever goes away.
 		urls = append([]string{srv.ClientURL()}, urls...)
+		clientOpts = append(clientOpts, nats.SetCustomDialer(srv.Dialer(2*time.Second)), nats.DontRandomize())
 	}
 	// The connection name lets members match the server's disconnect
 	// advisories to a member (fast failover).
 	name := agent.ConnName(rc.Agent.Group, rc.Agent.ID)
-	nc, err := nats.Connect(strings.Join(urls, ","), agent.NATSOptions(name)...)
+	nc, err := nats.Connect(strings.Join(urls, ","), append(agent.NATSOptions(name), clientOpts...)...)
 	if err != nil {
 		return fmt.Errorf("connect to NATS %s: %w", strings.Join(urls, ","), err)
 	}
@@ -151,6 +162,12 @@ func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
 	if (rc.SystemUser != "" || rc.SystemCreds != "") && !rc.Agent.DisableFastFailover {
 		sysOpts := []nats.Option{nats.Name(name + "/advisories"), nats.MaxReconnects(-1),
 			nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(true)}
+		// The same TLS as the election connection; its own credentials.
+		tlsOpts, err := edge.ClientConfig{TLS: rc.NATSClient.TLS}.Options()
+		if err != nil {
+			return err
+		}
+		sysOpts = append(sysOpts, tlsOpts...)
 		if rc.SystemCreds != "" {
 			sysOpts = append(sysOpts, nats.UserCredentials(rc.SystemCreds))
 		} else {
@@ -185,7 +202,56 @@ func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
 		defer srv.Close()
 		log.Info("http listening", "addr", ln.Addr().String())
 	}
+	if notifier.Enabled() {
+		if wd := notifier.Watchdog(); wd > 0 && wd <= 3*rc.Agent.Heartbeat {
+			log.Warn("WatchdogSec is not above 3 heartbeats: a healthy but slow loop may be restarted", "watchdog", wd, "heartbeat", rc.Agent.Heartbeat)
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); notifier.Run(ctx, a) }()
+		defer func() { <-done }()
+	}
 	return a.Run(ctx)
+}
+
+// startEmbedded starts this gateway's nats-server, clustered and as a leaf
+// node as configured, requiring of clients what the agent presents.
+func startEmbedded(rc *runConfig, log *slog.Logger) (*edge.EmbeddedServer, error) {
+	auth, err := rc.NATSClient.ServerAuth()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := edge.StartEmbedded(edge.EmbeddedConfig{
+		Listen:      rc.NATSListen,
+		ServerName:  rc.Agent.Group + "-" + rc.Agent.ID,
+		Logger:      log,
+		Auth:        auth,
+		TLS:         serverTLSOf(rc.NATSClient.TLS),
+		MonitorPort: rc.NATSMonitorPort,
+		Cluster:     rc.NATSCluster,
+		LeafNode:    rc.NATSLeafNode,
+	})
+	if err != nil {
+		return nil, err
+	}
+	attrs := []any{"url", srv.ClientURL()}
+	if u := srv.RouteURL(); u != "" {
+		attrs = append(attrs, "cluster", rc.NATSCluster.Name, "route_url", u, "routes", len(rc.NATSCluster.Routes))
+	}
+	if u := srv.MonitorURL(); u != "" {
+		attrs = append(attrs, "monitor", u)
+	}
+	log.Info("embedded NATS server listening", attrs...)
+	return srv, nil
+}
+
+// serverTLSOf returns the embedded server's client-port TLS: the gateway's
+// certificate (nats.tls.cert/key) serves both its client and its server
+// side; without a certificate the port is plain.
+func serverTLSOf(t edge.TLSFiles) edge.TLSFiles {
+	if t.Cert == "" {
+		return edge.TLSFiles{}
+	}
+	return t
 }
 
 func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {

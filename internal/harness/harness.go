@@ -90,9 +90,12 @@ func StartNATSWithSystemAccount() (*server.Server, error) {
 	return s, nil
 }
 
-// Site is a group of agent processes sharing one NATS URL.
+// Site is a group of agent processes sharing one NATS URL, or each running
+// its own embedded server clustered with the others' (NewClusterSite).
 type Site struct {
-	Bin     string
+	Bin string
+	// NATSURL is given to every agent as --nats-url; "" gives none (each
+	// agent's MemberArgs then say where its bus is).
 	NATSURL string
 	Group   string
 	Dir     string
@@ -105,6 +108,15 @@ type Site struct {
 	// Journals makes every agent append its leadership journal to
 	// Dir/<id>.journal (see JournalPaths).
 	Journals bool
+	// MemberArgs, if set, returns extra flags for member id, after Args.
+	MemberArgs func(id string) []string
+	// Command, if set, returns the command line that runs member id's
+	// binary, e.g. {"qemu-aarch64-static", "/tmp/edge-agent-arm64"}; by
+	// default {Bin}.
+	Command func(id string) []string
+	// ClientURLs are the client URLs of the members' embedded servers, by
+	// id (NewClusterSite), for commands such as edge-agent status.
+	ClientURLs map[string]string
 
 	mu    sync.Mutex
 	procs map[string]*Proc
@@ -148,15 +160,26 @@ func (s *Site) JournalPaths() []string {
 
 // Start launches agent id and waits until its HTTP endpoint is up.
 func (s *Site) Start(id string) (*Proc, error) {
-	args := append([]string{"run",
+	args := []string{"run",
 		"--id", id, "--group", s.Group, "--members", s.Members,
-		"--nats-url", s.NATSURL, "--state-dir", filepath.Join(s.Dir, id),
+		"--state-dir", filepath.Join(s.Dir, id),
 		"--http-addr", "127.0.0.1:0", "--log-format", "json",
-	}, s.Args...)
+	}
+	if s.NATSURL != "" {
+		args = append(args, "--nats-url", s.NATSURL)
+	}
+	args = append(args, s.Args...)
 	if s.Journals {
 		args = append(args, "--journal", filepath.Join(s.Dir, id+".journal"))
 	}
-	cmd := exec.Command(s.Bin, args...)
+	if s.MemberArgs != nil {
+		args = append(args, s.MemberArgs(id)...)
+	}
+	argv := []string{s.Bin}
+	if s.Command != nil {
+		argv = s.Command(id)
+	}
+	cmd := exec.Command(argv[0], append(argv[1:], args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

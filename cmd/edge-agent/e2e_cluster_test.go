@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/edge-agent/edge-agent/internal/harness"
+)
+
+// TestE2EClusteredEmbeddedNATS runs an offline site: three agent processes,
+// each with its own embedded nats-server clustered with the others' through
+// routes, and no other server. SIGKILL of the leader takes its server down
+// with it; the two survivors elect a leader over what remains of the
+// cluster, and the restarted gateway rejoins the cluster as a follower.
+func TestE2EClusteredEmbeddedNATS(t *testing.T) {
+	site, err := harness.NewClusterSite(binary, t.TempDir(), 3,
+		"--heartbeat", "100ms", "--heartbeat-misses", "3", "--preemption", "never")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer site.Stop()
+	if err := site.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	first, err := site.WaitAgreement(site.IDs(), "", 0, 5*time.Millisecond, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Leader != "gw3" {
+		t.Fatalf("leader %s, want gw3 (highest priority)", first.Leader)
+	}
+
+	// Status requests travel the routes: asked at gw1's server, every agent
+	// answers.
+	out, err := exec.Command(binary, "status", "--json", "--nats-url", site.ClientURLs["gw1"], "--group", site.Group).Output()
+	if err != nil {
+		t.Fatalf("status --json: %v", err)
+	}
+	var reports []map[string]any
+	if err := json.Unmarshal(out, &reports); err != nil || len(reports) != 3 {
+		t.Fatalf("status --json through gw1's server: %d reports, err %v:\n%s", len(reports), err, out)
+	}
+
+	// SIGKILL the leader: its embedded server dies with it.
+	if err := site.Kill("gw3"); err != nil {
+		t.Fatal(err)
+	}
+	second, err := site.WaitAgreement([]string{"gw1", "gw2"}, "gw3", first.Term, 2*time.Millisecond, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Leader != "gw2" {
+		t.Fatalf("after SIGKILL of gw3: %+v, want gw2 to lead", second)
+	}
+
+	// The gateway comes back: its server routes to the survivors' and its
+	// agent follows the new leader (preemption never: no takeover).
+	if _, err := site.Start("gw3"); err != nil {
+		t.Fatal(err)
+	}
+	third, err := site.WaitAgreement(site.IDs(), "", second.Term-1, 5*time.Millisecond, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Leader != "gw2" || third.Term != second.Term {
+		t.Fatalf("after gw3 restarted: %+v, want gw2 still leading term %d", third, second.Term)
+	}
+	st, err := site.Proc("gw3").Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Role != "follower" || !st.NATSConnected || st.Term != second.Term {
+		t.Fatalf("restarted gw3: role %s, connected %v, term %d; want a connected follower in term %d", st.Role, st.NATSConnected, st.Term, second.Term)
+	}
+}
