@@ -270,9 +270,27 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "edge-agent: %v\n", err)
 		return exitUsage
 	}
+	// Files the config names must be there and readable by this user (run
+	// check-config as the service user); nothing here touches the network.
+	for _, f := range rc.files() {
+		fh, err := os.Open(f[1])
+		if err != nil {
+			fmt.Fprintf(stderr, "edge-agent: config %s: %s: %v\n", *path, f[0], err)
+			return exitUsage
+		}
+		fh.Close()
+	}
 	c := rc.Agent
 	fmt.Fprintf(stdout, "config OK: member %s of group %s (%d members, quorum %d, %s), heartbeat %s, suspect after %s, lease %s\n",
 		c.ID, c.Group, len(c.Members), c.Quorum, c.Algorithm, c.Heartbeat, c.SuspectAfter(), c.Lease)
+	switch {
+	case rc.EmbeddedNATS && rc.NATSCluster != nil:
+		fmt.Fprintf(stdout, "embedded NATS on %s, cluster %s on %s with %d routes\n", rc.NATSListen, rc.NATSCluster.Name, rc.NATSCluster.Listen, len(rc.NATSCluster.Routes))
+	case rc.EmbeddedNATS:
+		fmt.Fprintf(stdout, "embedded NATS on %s, standalone\n", rc.NATSListen)
+	default:
+		fmt.Fprintf(stdout, "NATS: %s\n", strings.Join(rc.NATSURLs, ", "))
+	}
 	if c.IslandMode {
 		fmt.Fprintln(stdout, "warning: quorum: none (island mode): a partition can elect two leaders")
 	}
