@@ -1,0 +1,160 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/edge-agent/edge-agent/edge"
+)
+
+// clusterYAML is gw2's file of a three-gateway offline site: every key of
+// the nats section that an embedded, clustered site uses.
+const clusterYAML = `id: gw2
+group: line-3
+members: gw1,gw2,gw3
+state_dir: /var/lib/edge-agent
+nats:
+  embedded: true
+  listen: 0.0.0.0:4222
+  urls: [nats://gw1.site.lan:4222, nats://gw3.site.lan:4222]
+  user: site
+  password: s3cret
+  tls: {ca: /etc/edge-agent/ca.pem, cert: /etc/edge-agent/gw.pem, key: /etc/edge-agent/gw.key}
+  monitor_port: 8222
+  cluster:
+    name: site-a
+    listen: 0.0.0.0:6222
+    routes:
+      - nats-route://gw1.site.lan:6222
+      - nats-route://gw2.site.lan:6222
+      - nats-route://gw3.site.lan
+    user: route
+    password: r0ute
+    tls: {ca: /etc/edge-agent/ca.pem, cert: /etc/edge-agent/gw.pem, key: /etc/edge-agent/gw.key}
+  leafnode:
+    remotes: tls://hub.example.com:7422
+    creds: /etc/edge-agent/hub.creds
+    tls: {ca: /etc/edge-agent/hub-ca.pem}
+`
+
+func TestLoadConfigNATSCluster(t *testing.T) {
+	rc, err := loadCheckConfig(writeConfig(t, clusterYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := edge.TLSFiles{CA: "/etc/edge-agent/ca.pem", Cert: "/etc/edge-agent/gw.pem", Key: "/etc/edge-agent/gw.key"}
+	if want := (edge.ClientConfig{User: "site", Password: "s3cret", TLS: gw}); rc.NATSClient != want {
+		t.Errorf("NATSClient = %+v, want %+v", rc.NATSClient, want)
+	}
+	if rc.NATSMonitorPort != 8222 {
+		t.Errorf("NATSMonitorPort = %d", rc.NATSMonitorPort)
+	}
+	wantCluster := &edge.ClusterConfig{
+		Name: "site-a", Listen: "0.0.0.0:6222",
+		Routes: []string{"nats-route://gw1.site.lan:6222", "nats-route://gw2.site.lan:6222", "nats-route://gw3.site.lan"},
+		User:   "route", Password: "r0ute", TLS: gw,
+	}
+	if !reflect.DeepEqual(rc.NATSCluster, wantCluster) {
+		t.Errorf("NATSCluster = %+v, want %+v", rc.NATSCluster, wantCluster)
+	}
+	wantLeaf := &edge.LeafNodeConfig{Remotes: []string{"tls://hub.example.com:7422"}, Credentials: "/etc/edge-agent/hub.creds", TLS: edge.TLSFiles{CA: "/etc/edge-agent/hub-ca.pem"}}
+	if !reflect.DeepEqual(rc.NATSLeafNode, wantLeaf) {
+		t.Errorf("NATSLeafNode = %+v, want %+v", rc.NATSLeafNode, wantLeaf)
+	}
+	// Every file the config names is listed for check-config.
+	if got := len(rc.files()); got != 8 {
+		t.Errorf("files() lists %d files, want 8: %v", got, rc.files())
+	}
+}
+
+func TestLoadConfigNATSFlags(t *testing.T) {
+	rc, err := loadRunConfig(withFlags(
+		"--nats-listen", "127.0.0.1:4222",
+		"--nats-cluster-routes", "nats-route://127.0.0.1:6222, nats-route://127.0.0.1:6223",
+		"--nats-token", "t0ken",
+		"--nats-monitor-port", "0",
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cluster name defaults to the group, the route listener to :6222.
+	want := &edge.ClusterConfig{Name: "site-a", Listen: defaultClusterListen, Routes: []string{"nats-route://127.0.0.1:6222", "nats-route://127.0.0.1:6223"}}
+	if !reflect.DeepEqual(rc.NATSCluster, want) || rc.NATSClient.Token != "t0ken" {
+		t.Errorf("cluster %+v, token %q; want %+v, t0ken", rc.NATSCluster, rc.NATSClient.Token, want)
+	}
+}
+
+func TestLoadConfigNATSServerSettingsNeedEmbedded(t *testing.T) {
+	// As with listen: the server side is kept in the file but dropped while
+	// embedded is off; the client side (auth, TLS) stays.
+	rc, err := loadCheckConfig(writeConfig(t, strings.Replace(clusterYAML, "embedded: true", "embedded: false", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.NATSCluster != nil || rc.NATSLeafNode != nil || rc.NATSMonitorPort != 0 || rc.NATSListen != "" {
+		t.Errorf("server settings kept without an embedded server: %+v %+v %d %q", rc.NATSCluster, rc.NATSLeafNode, rc.NATSMonitorPort, rc.NATSListen)
+	}
+	if rc.NATSClient.User != "site" {
+		t.Errorf("client settings dropped: %+v", rc.NATSClient)
+	}
+}
+
+func TestLoadConfigNATSErrors(t *testing.T) {
+	base := baseYAML(map[string]string{"nats": ""})
+	for _, tc := range []struct {
+		name, nats string
+		want       string
+		key        string
+	}{
+		{"unknown cluster key", "nats:\n  embedded: true\n  cluster: {nam: x}", "field nats.cluster.nam not found (nats.cluster takes name, listen, routes, user, password, tls)", "nats.cluster.nam"},
+		{"unknown tls key", "nats:\n  urls: nats://a\n  tls: {cafile: x}", "field nats.tls.cafile not found", "nats.tls.cafile"},
+		{"cluster not a mapping", "nats:\n  embedded: true\n  cluster: gw1", "nats.cluster: must be a mapping with name", "nats.cluster"},
+		{"bad route scheme", "nats:\n  embedded: true\n  cluster: {routes: [\"http://gw2:6222\"]}", `nats.cluster.routes: "http://gw2:6222": the scheme must be one of`, "nats.cluster.routes"},
+		{"route without host", "nats:\n  embedded: true\n  cluster: {routes: \"nats-route://:6222\"}", "nats.cluster.routes", "nats.cluster.routes"},
+		{"bad cluster listen", "nats:\n  embedded: true\n  cluster: {listen: gw1}", `nats.cluster.listen: "gw1" is not host:port`, "nats.cluster.listen"},
+		{"bad cluster name", "nats:\n  embedded: true\n  cluster: {name: a.b}", "nats.cluster.name", "nats.cluster.name"},
+		{"route user alone", "nats:\n  embedded: true\n  cluster: {user: r}", "nats.cluster.user and nats.cluster.password go together", "nats.cluster.user"},
+		{"route tls partial", "nats:\n  embedded: true\n  cluster: {tls: {cert: c, key: k}}", "routes are mutual TLS", "nats.cluster.tls"},
+		{"bad monitor port", "nats:\n  embedded: true\n  monitor_port: 99999", `nats.monitor_port: "99999" is not a port`, "nats.monitor_port"},
+		{"two credentials", "nats:\n  urls: nats://a\n  user: u\n  password: p\n  token: t", "at most one of nats.creds", "nats"},
+		{"password alone", "nats:\n  urls: nats://a\n  password: p", "nats.password: needs nats.user", "nats.password"},
+		{"tls cert alone", "nats:\n  urls: nats://a\n  tls: {cert: c}", "nats.tls.cert and nats.tls.key go together", "nats.tls.cert"},
+		{"creds with embedded", "nats:\n  embedded: true\n  creds: /etc/x.creds", "nats.creds: a creds file (JWT) needs an operator-mode", "nats.creds"},
+		{"server tls needs cert", "nats:\n  embedded: true\n  tls: {ca: ca.pem}", "nats.tls.cert: an embedded server that verifies clients", "nats.tls.cert"},
+		{"leafnode without remotes", "nats:\n  embedded: true\n  leafnode: {creds: x}", "nats.leafnode.remotes: give the hub's leaf node URLs", "nats.leafnode.remotes"},
+		{"bad leaf url", "nats:\n  embedded: true\n  leafnode: {remotes: [\"hub:7422\"]}", "nats.leafnode.remotes", "nats.leafnode.remotes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadCheckConfig(writeConfig(t, base+tc.nats+"\n"))
+			var ce *configError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v is not a *configError", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %q does not contain %q on one line", err, tc.want)
+			}
+			if ce.Key != tc.key {
+				t.Errorf("Key = %q, want %q", ce.Key, tc.key)
+			}
+		})
+	}
+}
+
+// TestCheckConfigChecksFiles: check-config finds a missing TLS file, naming
+// its key, without touching the network.
+func TestCheckConfigChecksFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, baseYAML(map[string]string{"nats": "nats:\n  urls: nats://gw1.invalid:4222\n  tls: {ca: " + ca + ", cert: " + filepath.Join(dir, "gw.pem") + ", key: " + ca + "}"}))
+	var out, errOut strings.Builder
+	if code := run([]string{"check-config", path}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "nats.tls.cert") {
+		t.Fatalf("check-config with a missing cert: exit %d, %q; want 2 naming nats.tls.cert", code, errOut.String())
+	}
+}
