@@ -1,0 +1,158 @@
+// Command footprint measures the idle memory of edge-agent processes: it
+// starts a three-gateway site twice, once with client-only agents on one
+// shared nats-server (run by this program, not counted) and once with every
+// agent running its own embedded nats-server clustered with the others', waits
+// until they agree on a leader and have idled for a while, then reads VmRSS
+// from /proc/PID/status a few times and prints the leader's and a follower's.
+//
+//	go run ./internal/footprint                      # builds the binary like make build
+//	go run ./internal/footprint -bin bin/edge-agent  # measures a given binary
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edge-agent/edge-agent/internal/harness"
+)
+
+func main() {
+	bin := flag.String("bin", "", "edge-agent binary to measure (default: build one as make build does)")
+	hb := flag.Duration("heartbeat", time.Second, "heartbeat period H (the production default is 1s)")
+	settle := flag.Duration("settle", 10*time.Second, "idle time after the leader is agreed, before sampling")
+	samples := flag.Int("samples", 5, "VmRSS readings per agent, one a second")
+	flag.Parse()
+	if err := run(*bin, *hb, *settle, *samples); err != nil {
+		fmt.Fprintln(os.Stderr, "footprint:", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin string, hb, settle time.Duration, samples int) error {
+	dir, err := os.MkdirTemp("", "footprint-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if bin == "" {
+		if bin, err = build(dir); err != nil {
+			return err
+		}
+	}
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("binary %s: %.2f MB (%d bytes); 3 agents, H=%s, idle %s, %d samples of VmRSS\n", bin, float64(fi.Size())/1e6, fi.Size(), hb, settle, samples)
+	args := []string{"--heartbeat", hb.String(), "--preemption", "never"}
+
+	ns, err := harness.StartNATS()
+	if err != nil {
+		return err
+	}
+	client := harness.NewSite(bin, ns.ClientURL(), dir+"/client", 3, args...)
+	err = measure("client only (shared nats-server)", client, hb, settle, samples)
+	ns.Shutdown()
+	if err != nil {
+		return err
+	}
+	embedded, err := harness.NewClusterSite(bin, dir+"/embedded", 3, args...)
+	if err != nil {
+		return err
+	}
+	return measure("embedded nats-server, clustered", embedded, hb, settle, samples)
+}
+
+// build compiles the binary as make build-arm64 does (static, stripped),
+// for this machine's architecture.
+func build(dir string) (string, error) {
+	out := dir + "/edge-agent"
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./cmd/edge-agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build: %w", err)
+	}
+	return out, nil
+}
+
+func measure(name string, site *harness.Site, hb, settle time.Duration, samples int) error {
+	defer site.Stop()
+	if err := site.StartAll(); err != nil {
+		return err
+	}
+	agreed, err := site.WaitAgreement(site.IDs(), "", 0, 50*time.Millisecond, 60*time.Second)
+	if err != nil {
+		return err
+	}
+	// Idle: nothing happens but heartbeats; let the start-up garbage be
+	// collected and the heap reach its steady state.
+	time.Sleep(settle)
+	follower := "gw1"
+	if agreed.Leader == follower {
+		follower = "gw2"
+	}
+	rss := map[string][]int{}
+	var detail map[string]int
+	for i := range samples {
+		if i > 0 {
+			time.Sleep(time.Second)
+		}
+		for _, id := range []string{agreed.Leader, follower} {
+			st, err := procStatus(site.Proc(id).Cmd.Process.Pid)
+			if err != nil {
+				return err
+			}
+			rss[id] = append(rss[id], st["VmRSS"])
+			if id == agreed.Leader {
+				detail = st
+			}
+		}
+	}
+	// The leader must still lead: the figures are of an idle, settled site.
+	if _, err := site.WaitAgreement(site.IDs(), "", agreed.Term-1, 50*time.Millisecond, 10*time.Second); err != nil {
+		return fmt.Errorf("%s: site not settled while sampling: %w", name, err)
+	}
+	fmt.Printf("%-34s leader %s: %s   follower %s: %s\n", name+":", agreed.Leader, summary(rss[agreed.Leader]), follower, summary(rss[follower]))
+	fmt.Printf("%-34s leader's last reading: RssAnon %d kB (heap, stacks), RssFile %d kB (the binary's pages)\n", "", detail["RssAnon"], detail["RssFile"])
+	return nil
+}
+
+// summary gives the median and range of VmRSS readings in MB.
+func summary(kb []int) string {
+	s := slices.Clone(kb)
+	slices.Sort(s)
+	mb := func(k int) float64 { return float64(k) * 1024 / 1e6 }
+	return fmt.Sprintf("VmRSS %.1f MB (%.1f..%.1f)", mb(s[len(s)/2]), mb(s[0]), mb(s[len(s)-1]))
+}
+
+// procStatus reads the kB figures of /proc/PID/status (VmRSS, RssAnon,
+// RssFile, ...).
+func procStatus(pid int) (map[string]int, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if v, isKB := strings.CutSuffix(strings.TrimSpace(v), " kB"); ok && isKB {
+			if n, err := strconv.Atoi(v); err == nil {
+				st[k] = n
+			}
+		}
+	}
+	if _, ok := st["VmRSS"]; !ok {
+		return nil, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	}
+	return st, sc.Err()
+}
