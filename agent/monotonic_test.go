@@ -1,0 +1,145 @@
+package agent
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// Offline-safe time. Gateways without a real-time clock boot in 1970 and
+// jump decades when NTP syncs; an operator may also set the clock by hand.
+// None of that may start an election or end a lease. A test cannot move the
+// system clock, so these tests show it by construction:
+//
+//   - the election core (election/) does not use package time at all: it
+//     counts ticks;
+//   - the agent reads the clock in exactly one place that matters, New,
+//     whose time.Now() carries a monotonic reading, and measures everything
+//     (lease ends, loop health, heartbeat send times) as time.Since that base,
+//     which Go computes from the monotonic readings alone, whatever the wall
+//     clock does; ticks come from a time.Ticker, which runs on the monotonic
+//     clock;
+//   - nothing strips the monotonic reading (Round, Truncate, UTC, Local, In)
+//     or converts to wall-clock numbers (Unix*) on the way to a decision.
+//
+// TestClockReadingsAreListed fails on any new reading of the clock in agent/,
+// election/ or edge/, so that each one is reviewed and listed here with why
+// it is safe.
+var allowedClockUse = map[string]string{
+	"agent/agent.go: New: time.Now":             "the monotonic base of every duration the agent measures",
+	"agent/agent.go: mono: time.Since":          "monotonic: the base carries a monotonic reading",
+	"agent/agent.go: Status: time.Now":          "the report's timestamp, shown to operators, never compared",
+	"agent/agent.go: Status: UTC":               "the report's timestamp only",
+	"edge/embedded.go: StartEmbedded: time.Now": "a start-up deadline compared with After: monotonic",
+	"edge/systemd.go: Run: time.Now":            "the first Tick; Tick compares with Sub: monotonic",
+}
+
+// clockCalls are the package-time functions that read the clock or make
+// times from wall-clock numbers, and the methods that strip the monotonic
+// reading or turn a time into wall-clock numbers.
+var (
+	clockFuncs   = map[string]bool{"Now": true, "Since": true, "Until": true, "Unix": true, "UnixMilli": true, "UnixMicro": true, "Date": true, "Parse": true, "ParseInLocation": true}
+	clockMethods = map[string]bool{"Round": true, "Truncate": true, "UTC": true, "Local": true, "In": true, "Unix": true, "UnixNano": true, "UnixMilli": true, "UnixMicro": true, "AddDate": true}
+)
+
+func TestClockReadingsAreListed(t *testing.T) {
+	found := map[string]bool{}
+	for _, dir := range []string{"../agent", "../election", "../edge"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			rel := strings.TrimPrefix(filepath.ToSlash(path), "../")
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range f.Imports {
+				if p, _ := strconv.Unquote(imp.Path.Value); p == "time" && strings.HasPrefix(rel, "election/") {
+					t.Errorf("%s imports time: the election core counts ticks and must not read any clock", rel)
+				}
+			}
+			for _, decl := range f.Decls {
+				fn, ok := decl.(*ast.FuncDecl)
+				if !ok {
+					continue
+				}
+				ast.Inspect(fn, func(n ast.Node) bool {
+					call, ok := n.(*ast.CallExpr)
+					if !ok {
+						return true
+					}
+					sel, ok := call.Fun.(*ast.SelectorExpr)
+					if !ok {
+						return true
+					}
+					name := sel.Sel.Name
+					pkg, isIdent := sel.X.(*ast.Ident)
+					switch {
+					case isIdent && pkg.Name == "time" && clockFuncs[name]:
+						found[rel+": "+fn.Name.Name+": time."+name] = true
+					case !(isIdent && pkg.Name == "time") && clockMethods[name] && len(call.Args) <= 1:
+						// Durations have Round and Truncate too; those are
+						// listed only if they ever appear.
+						found[rel+": "+fn.Name.Name+": "+name] = true
+					}
+					return true
+				})
+			}
+		}
+	}
+	var unlisted []string
+	for use := range found {
+		if _, ok := allowedClockUse[use]; !ok {
+			unlisted = append(unlisted, use)
+		}
+	}
+	sort.Strings(unlisted)
+	for _, use := range unlisted {
+		t.Errorf("clock use not reviewed: %s (list it in allowedClockUse with why a wall-clock jump cannot affect it)", use)
+	}
+	for use := range allowedClockUse {
+		if !found[use] {
+			t.Errorf("allowedClockUse lists %q, which the code no longer has: drop it", use)
+		}
+	}
+}
+
+// TestAgentClockBaseIsMonotonic checks the one base the agent measures from
+// at run time: it carries a monotonic reading, so time.Since(base) ignores
+// the wall clock. A base without one (as Round(0) makes, or a time from the
+// wall clock) would follow the wall clock instead: that is what the listing
+// above keeps out.
+func TestAgentClockBaseIsMonotonic(t *testing.T) {
+	members := []election.Member{{ID: "gw1"}}
+	net := NewMemNetwork()
+	a, err := New(Config{ID: "gw1", Group: "site", Members: members, Heartbeat: 20 * time.Millisecond, StateDir: t.TempDir()},
+		WithTransport(net.Join("gw1")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.store.Close()
+	if !strings.Contains(a.start.String(), " m=") {
+		t.Fatalf("the agent's clock base %s has no monotonic reading", a.start)
+	}
+	if strings.Contains(a.start.Round(0).String(), " m=") {
+		t.Fatal("Round(0) kept the monotonic reading: this test's premise is wrong")
+	}
+	if d := a.mono(); d < 0 || d > time.Minute {
+		t.Fatalf("mono() = %s right after New", d)
+	}
+}
