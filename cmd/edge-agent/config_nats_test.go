@@ -158,3 +158,19 @@ func TestCheckConfigChecksFiles(t *testing.T) {
 		t.Fatalf("check-config with a missing cert: exit %d, %q; want 2 naming nats.tls.cert", code, errOut.String())
 	}
 }
+
+// TestShippedConfigPasses: the config the .deb installs as a conffile is
+// valid as shipped (apart from the site's own values), names no file, and
+// needs no network: its hosts are examples that resolve nowhere.
+func TestShippedConfigPasses(t *testing.T) {
+	rc, err := loadCheckConfig("../../deploy/arm64/edge-agent.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rc.EmbeddedNATS || rc.NATSCluster == nil || len(rc.NATSCluster.Routes) != 3 || rc.NATSMonitorPort != 0 {
+		t.Errorf("shipped config: embedded %v, cluster %+v, monitor %d; want an embedded cluster of 3 routes, monitoring off", rc.EmbeddedNATS, rc.NATSCluster, rc.NATSMonitorPort)
+	}
+	if f := rc.files(); len(f) != 0 {
+		t.Errorf("shipped config names files: %v", f)
+	}
+}
