@@ -37,7 +37,7 @@ build-amd64:
 # systemd unit, /etc/edge-agent/edge-agent.yaml as a conffile, the state
 # directory, and a postinstall that creates the edge-agent system user.
 deb: build-arm64 build-amd64
-	@mkdir -p $(DIST)
+	@mkdir -p $(DIST) && rm -f $(DIST)/edge-agent_*.deb
 	@for arch in arm64 amd64; do \
 		echo "nfpm: edge-agent $(DEB_VERSION) $$arch"; \
 		DEB_ARCH=$$arch DEB_VERSION=$(DEB_VERSION) BIN=$(BIN)/edge-agent-linux-$$arch \
