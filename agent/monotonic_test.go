@@ -36,10 +36,17 @@ import (
 // election/ or edge/, so that each one is reviewed and listed here with why
 // it is safe.
 var allowedClockUse = map[string]string{
-	"agent/agent.go: New: time.Now":             "the monotonic base of every duration the agent measures",
-	"agent/agent.go: mono: time.Since":          "monotonic: the base carries a monotonic reading",
-	"agent/agent.go: Status: time.Now":          "the report's timestamp, shown to operators, never compared",
-	"agent/agent.go: Status: UTC":               "the report's timestamp only",
+	"agent/agent.go: New: time.Now":    "the monotonic base of every duration the agent measures",
+	"agent/agent.go: mono: time.Since": "monotonic: the base carries a monotonic reading",
+	"agent/agent.go: Status: time.Now": "the report's timestamp, shown to operators, never compared",
+	"agent/agent.go: Status: UTC":      "the report's timestamp only",
+	// The leadership journal (an audit log, and the fault tests' record)
+	// stamps lines with wall time so that journals of several agents can be
+	// merged; the agent writes it and never reads it back.
+	"agent/journal.go: write: time.Now":         "the journal line's timestamp, output only",
+	"agent/journal.go: write: UnixNano":         "the journal line's timestamp, output only",
+	"agent/journal.go: wallUntil: time.Now":     "a monotonic lease end shown as wall time in the journal, output only",
+	"agent/journal.go: wallUntil: UnixNano":     "a monotonic lease end shown as wall time in the journal, output only",
 	"edge/embedded.go: StartEmbedded: time.Now": "a start-up deadline compared with After: monotonic",
 	"edge/systemd.go: Run: time.Now":            "the first Tick; Tick compares with Sub: monotonic",
 }
