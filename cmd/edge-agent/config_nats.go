@@ -286,6 +286,15 @@ func (l *loader) finishNATS(rc *runConfig) error {
 		rc.NATSMonitorPort, rc.NATSCluster, rc.NATSLeafNode = 0, nil, nil
 		return nil
 	}
+	// Disconnect advisories come from the system account of an external
+	// deployment. The embedded servers have no system-account users, and on
+	// an embedded cluster a dead leader's server dies with it, so no
+	// advisory would come anyway: refuse rather than connect to nothing.
+	for _, k := range []struct{ key, val string }{{"nats.system_user", rc.SystemUser}, {"nats.system_creds", rc.SystemCreds}} {
+		if k.val != "" {
+			return l.errorf(k.key, "fast failover through disconnect advisories needs an external NATS deployment's system account; with nats.embedded the agents rely on missed heartbeats")
+		}
+	}
 	if c.Creds != "" {
 		return l.errorf("nats.creds", "a creds file (JWT) needs an operator-mode NATS deployment; an embedded server takes nats.nkey_seed, nats.user/nats.password or nats.token")
 	}

@@ -125,6 +125,7 @@ func TestLoadConfigNATSErrors(t *testing.T) {
 		{"tls cert alone", "nats:\n  urls: nats://a\n  tls: {cert: c}", "nats.tls.cert and nats.tls.key go together", "nats.tls.cert"},
 		{"creds with embedded", "nats:\n  embedded: true\n  creds: /etc/x.creds", "nats.creds: a creds file (JWT) needs an operator-mode", "nats.creds"},
 		{"server tls needs cert", "nats:\n  embedded: true\n  tls: {ca: ca.pem}", "nats.tls.cert: an embedded server that verifies clients", "nats.tls.cert"},
+		{"system user with embedded", "nats:\n  embedded: true\n  system_user: sys\n  system_password: x", "nats.system_user: fast failover through disconnect advisories needs an external", "nats.system_user"},
 		{"leafnode without remotes", "nats:\n  embedded: true\n  leafnode: {creds: x}", "nats.leafnode.remotes: give the hub's leaf node URLs", "nats.leafnode.remotes"},
 		{"bad leaf url", "nats:\n  embedded: true\n  leafnode: {remotes: [\"hub:7422\"]}", "nats.leafnode.remotes", "nats.leafnode.remotes"},
 	} {
