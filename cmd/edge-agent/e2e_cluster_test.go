@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,10 +14,12 @@ import (
 // each with its own embedded nats-server clustered with the others' through
 // routes, and no other server. SIGKILL of the leader takes its server down
 // with it; the two survivors elect a leader over what remains of the
-// cluster, and the restarted gateway rejoins the cluster as a follower.
+// cluster, and the restarted gateway rejoins the cluster as a follower. The
+// site's bus requires a password, as a real one should.
 func TestE2EClusteredEmbeddedNATS(t *testing.T) {
 	site, err := harness.NewClusterSite(binary, t.TempDir(), 3,
-		"--heartbeat", "100ms", "--heartbeat-misses", "3", "--preemption", "never")
+		"--heartbeat", "100ms", "--heartbeat-misses", "3", "--preemption", "never",
+		"--nats-user", "site", "--nats-password", "s3cret")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,10 +36,15 @@ func TestE2EClusteredEmbeddedNATS(t *testing.T) {
 	}
 
 	// Status requests travel the routes: asked at gw1's server, every agent
-	// answers.
-	out, err := exec.Command(binary, "status", "--json", "--nats-url", site.ClientURLs["gw1"], "--group", site.Group).Output()
+	// answers. The servers require the site's password of every client.
+	out, err := exec.Command(binary, "status", "--json", "--nats-url", site.ClientURLs["gw1"], "--group", site.Group,
+		"--nats-user", "site", "--nats-password", "s3cret").Output()
 	if err != nil {
 		t.Fatalf("status --json: %v", err)
+	}
+	if out, err := exec.Command(binary, "status", "--nats-url", site.ClientURLs["gw1"], "--group", site.Group).CombinedOutput(); err == nil ||
+		!strings.Contains(strings.ToLower(string(out)), "authorization") {
+		t.Fatalf("status without the password: %v\n%s; want an authorization error", err, out)
 	}
 	var reports []map[string]any
 	if err := json.Unmarshal(out, &reports); err != nil || len(reports) != 3 {

@@ -47,6 +47,11 @@ Usage:
                                              a whole local site: election and failover
   edge-agent check-config --config FILE      validate a config file
   edge-agent version
+
+status, resign and transfer take --config FILE (the agent's config: its NATS
+servers, credentials, group and prefix) or --nats-url, --group and the NATS
+credential flags of run (--nats-user, --nats-password, --nats-token,
+--nats-nkey-seed, --nats-creds, --nats-tls-ca, --nats-tls-cert, --nats-tls-key).
 `
 
 func main() {

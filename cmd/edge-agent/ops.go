@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/edge"
 )
 
 // opsFlags are the flags shared by the commands that talk to a running group.
@@ -22,16 +24,28 @@ type opsFlags struct {
 	prefix  string
 	timeout time.Duration
 	json    bool
+	// auth is how the command authenticates to the bus: the same keys as
+	// the agent's (--nats-user, ...), or the agent's own with --config.
+	auth edge.ClientConfig
 }
 
 func parseOpsFlags(name string, args []string, withJSON bool) (*opsFlags, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o := &opsFlags{}
+	config := fs.String("config", "", "the agent's config FILE: its NATS servers, credentials, group and prefix (flags override)")
 	fs.StringVar(&o.urls, "nats-url", "nats://127.0.0.1:4222", "NATS URL(s), comma separated")
 	fs.StringVar(&o.group, "group", "", "election group")
 	fs.StringVar(&o.prefix, "subject-prefix", agent.DefaultSubjectPrefix, "NATS subject prefix")
 	fs.DurationVar(&o.timeout, "timeout", time.Second, "how long to wait for answers")
+	fs.StringVar(&o.auth.Creds, "nats-creds", "", "JWT creds file")
+	fs.StringVar(&o.auth.NKeySeed, "nats-nkey-seed", "", "user nkey seed file")
+	fs.StringVar(&o.auth.User, "nats-user", "", "NATS user")
+	fs.StringVar(&o.auth.Password, "nats-password", "", "NATS password")
+	fs.StringVar(&o.auth.Token, "nats-token", "", "NATS token")
+	fs.StringVar(&o.auth.TLS.CA, "nats-tls-ca", "", "CA file that verifies the servers")
+	fs.StringVar(&o.auth.TLS.Cert, "nats-tls-cert", "", "client certificate file")
+	fs.StringVar(&o.auth.TLS.Key, "nats-tls-key", "", "client key file")
 	if withJSON {
 		fs.BoolVar(&o.json, "json", false, "print a JSON array of the agents' status")
 	}
@@ -40,6 +54,11 @@ func parseOpsFlags(name string, args []string, withJSON bool) (*opsFlags, error)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%s: unexpected argument %q", name, fs.Arg(0))
+	}
+	if *config != "" {
+		if err := o.fromConfig(fs, *config); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
 	}
 	if o.group == "" {
 		return nil, fmt.Errorf("%s: --group is required", name)
@@ -50,8 +69,49 @@ func parseOpsFlags(name string, args []string, withJSON bool) (*opsFlags, error)
 	return o, nil
 }
 
+// fromConfig takes what the flags did not set from the agent's config file:
+// the gateway's own embedded server first (if any), then nats.urls; the
+// group, the prefix and the credentials.
+func (o *opsFlags) fromConfig(fs *flag.FlagSet, path string) error {
+	rc, err := loadCheckConfig(path)
+	if err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["nats-url"] {
+		var urls []string
+		if rc.EmbeddedNATS {
+			host, port, _ := net.SplitHostPort(rc.NATSListen)
+			if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+				host = "127.0.0.1"
+			}
+			urls = append(urls, "nats://"+net.JoinHostPort(host, port))
+		}
+		o.urls = strings.Join(append(urls, rc.NATSURLs...), ",")
+	}
+	if !set["group"] {
+		o.group = rc.Agent.Group
+	}
+	if !set["subject-prefix"] {
+		o.prefix = rc.Agent.SubjectPrefix
+	}
+	authFlags := false
+	for _, f := range []string{"nats-creds", "nats-nkey-seed", "nats-user", "nats-password", "nats-token", "nats-tls-ca", "nats-tls-cert", "nats-tls-key"} {
+		authFlags = authFlags || set[f]
+	}
+	if !authFlags {
+		o.auth = rc.NATSClient
+	}
+	return nil
+}
+
 func (o *opsFlags) connect() (*nats.Conn, error) {
-	nc, err := nats.Connect(o.urls, nats.Name("edge-agent-cli"), nats.Timeout(o.timeout))
+	auth, err := o.auth.Options()
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(o.urls, append([]nats.Option{nats.Name("edge-agent-cli"), nats.Timeout(o.timeout)}, auth...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS %s: %w", o.urls, err)
 	}
