@@ -1,19 +1,29 @@
 // Package edge holds the concerns of running edge-agent on a site's
 // gateways rather than the election itself: the embedded nats-server that
-// lets an offline site work with no other infrastructure, and (as they are
-// added) systemd notify and watchdog support, the Prometheus Pushgateway
-// pusher and config files on disk.
+// lets an offline site work with no other infrastructure, the credentials of
+// the agent's NATS connection, systemd notify and watchdog support, and bus
+// permissions for the election subjects.
 //
 // Nothing here knows about elections. The agent package uses edge to obtain
-// a NATS URL to connect to; the election protocol never sees any of it.
+// a NATS connection to carry its messages; the election protocol never sees
+// any of it.
 //
 // # Embedded server
 //
 // StartEmbedded runs a nats-server inside the agent's process, listening on
-// a TCP address so the other gateways (and operators with the nats CLI) can
-// reach it. The agent connects to it through ClientURL like any other
-// client, so the code path is the same whether the bus is embedded or an
-// external NATS deployment. The server never installs signal handlers
-// (the agent owns SIGTERM for the graceful handover) and logs only through
-// the slog.Logger it is given.
+// a TCP address so the other gateways' agents (for failover) and operators
+// with the nats CLI can reach it. With a ClusterConfig the server routes to
+// the other gateways' servers, so the site's bus survives any one gateway;
+// with a LeafNodeConfig it also joins an upstream hub. It can require the
+// site's client credentials (ClientAuth) and TLS, and serves monitoring only
+// on loopback. The agent reaches its own server in-process through
+// EmbeddedServer.Dialer and fails over to the peers' servers over TCP. The
+// server never installs signal handlers (the agent owns SIGTERM for the
+// graceful handover) and logs only through the slog.Logger it is given.
+//
+// # systemd
+//
+// SystemdNotifier speaks sd_notify for a Type=notify unit: READY=1 once the
+// agent has joined its group, WATCHDOG=1 only while its election loop is
+// healthy, STOPPING=1 on shutdown.
 package edge
