@@ -1,8 +1,9 @@
 // Package edge holds the concerns of running edge-agent on a site's
 // gateways rather than the election itself: the embedded nats-server that
 // lets an offline site work with no other infrastructure, the credentials of
-// the agent's NATS connection, systemd notify and watchdog support, and bus
-// permissions for the election subjects.
+// the agent's NATS connection, systemd notify and watchdog support, bus
+// permissions for the election subjects, and (as they are added) the
+// Prometheus Pushgateway pusher and config files on disk.
 //
 // Nothing here knows about elections. The agent package uses edge to obtain
 // a NATS connection to carry its messages; the election protocol never sees
