@@ -125,12 +125,15 @@ type Agent struct {
 	algGuard *algorithmGuard
 
 	// Fast failover (fastpath.go).
-	sys      *nats.Conn
-	noFast   bool
-	gone     chan goneReport
-	disc     chan struct{}
-	fastAt   time.Duration // when this agent last acted on a disconnect report
-	actAfter atomic.Int64  // a fenced new leader acts from this time on
+	sys        *nats.Conn
+	noFast     bool
+	gone       chan goneReport
+	disc       chan struct{}
+	fastAt     time.Duration // when this agent last acted on a disconnect report
+	routes     RouteWatcher
+	routed     map[string]bool   // servers routed to at the last check
+	leaderConn map[string]string // member -> bus connection its last heartbeat announced
+	actAfter   atomic.Int64      // a fenced new leader acts from this time on
 }
 
 type request struct {
@@ -145,15 +148,16 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		return nil, fmt.Errorf("agent: config: %w", err)
 	}
 	a := &Agent{
-		cfg:    cfg,
-		log:    slog.Default(),
-		ownReg: true,
-		start:  time.Now(),
-		sentAt: map[uint64]time.Duration{},
-		reqs:   make(chan request),
-		gone:   make(chan goneReport, 64),
-		disc:   make(chan struct{}, 1),
-		noFast: cfg.DisableFastFailover,
+		cfg:        cfg,
+		log:        slog.Default(),
+		ownReg:     true,
+		start:      time.Now(),
+		sentAt:     map[uint64]time.Duration{},
+		reqs:       make(chan request),
+		gone:       make(chan goneReport, 64),
+		leaderConn: map[string]string{},
+		disc:       make(chan struct{}, 1),
+		noFast:     cfg.DisableFastFailover,
 	}
 	a.leaderID.Store("")
 	for _, o := range opts {
@@ -387,6 +391,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return a.shutdown()
 		case <-ticker.C:
 			a.node.Tick()
+			a.checkRoutes()
 			err = a.process()
 		case m, ok := <-inbox:
 			if !ok {
@@ -398,6 +403,9 @@ func (a *Agent) Run(ctx context.Context) error {
 					a.log.Error("refusing a member that runs another election algorithm", "err", gerr)
 				}
 				continue
+			}
+			if m.Type == election.MsgHeartbeat && m.Conn != "" {
+				a.leaderConn[m.From] = m.Conn
 			}
 			if serr := a.node.Step(m); serr != nil {
 				a.countRejected(serr)

@@ -308,3 +308,63 @@ func TestAgentRefusesMemberOfAnotherAlgorithm(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "gw3 leading gw2", func() bool { return agents["gw3"].IsLeader() && agents["gw2"].Leader() == "gw3" })
 }
+
+// fakeRoutes is a RouteWatcher whose routes a test sets.
+type fakeRoutes struct {
+	mu     sync.Mutex
+	id     string
+	routed map[string]bool
+}
+
+func (f *fakeRoutes) ServerID() string { return f.id }
+func (f *fakeRoutes) RoutedServers() map[string]bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]bool{}
+	for k, v := range f.routed {
+		out[k] = v
+	}
+	return out
+}
+func (f *fakeRoutes) set(r map[string]bool) { f.mu.Lock(); f.routed = r; f.mu.Unlock() }
+
+// TestAgentLeaderStepsDownWhenRoutesToQuorumClose: a leader whose embedded
+// server loses its routes to a quorum stops leading at once (the members
+// beyond may be electing on the same route closures).
+func TestAgentLeaderStepsDownWhenRoutesToQuorumClose(t *testing.T) {
+	net := NewMemNetwork()
+	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
+	routes := &fakeRoutes{id: "S3", routed: map[string]bool{"S1": true, "S2": true}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	agents := map[string]*Agent{}
+	for _, m := range members {
+		opts := []Option{WithTransport(net.Join(m.ID)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
+		if m.ID == "gw3" {
+			opts = append(opts, WithRouteWatch(routes))
+		}
+		a, err := New(Config{ID: m.ID, Group: "g", Members: members, Heartbeat: 50 * time.Millisecond, StateDir: t.TempDir(), Preemption: PreemptNever}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents[m.ID] = a
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = a.Run(ctx) }()
+	}
+	waitFor(t, 5*time.Second, "gw3 to lead", func() bool { return agents["gw3"].IsLeader() && agents["gw1"].Leader() == "gw3" })
+	routes.set(map[string]bool{"S1": true}) // one route left: 2 of 3 still reachable
+	time.Sleep(100 * time.Millisecond)      // two heartbeats: it must keep leading
+	if !agents["gw3"].IsLeader() {
+		t.Fatal("gw3 stepped down with a quorum still routed")
+	}
+	routes.set(map[string]bool{}) // alone
+	waitFor(t, time.Second, "gw3 to stop leading", func() bool { return !agents["gw3"].IsLeader() })
+	// It stepped down on the route loss (a hand-over), not because its
+	// lease ran out.
+	sd := agents["gw3"].m.stepDowns
+	waitFor(t, time.Second, "the step-down counted", func() bool { return testutil.ToFloat64(sd.WithLabelValues("resigned")) == 1 })
+	if v := testutil.ToFloat64(sd.WithLabelValues("lease_expired")); v != 0 {
+		t.Fatalf("lease_expired step-downs: %v", v)
+	}
+}

@@ -148,3 +148,53 @@ func (a *Agent) fenceUntil() time.Duration {
 	}
 	return a.fastAt + a.cfg.Fence
 }
+
+// RouteWatcher is the agent's view of its own embedded, clustered NATS
+// server: its id and the servers it has a route to. At an offline site every
+// gateway's agent runs its own server, so a route closing is a gateway (or
+// its process) going away.
+type RouteWatcher interface {
+	ServerID() string
+	RoutedServers() map[string]bool
+}
+
+// WithRouteWatch lets the agent use route closures of its embedded server as
+// failure reports (the fast path of a clustered offline site):
+//
+//   - a follower whose server loses its route to the server its leader is
+//     connected to (as the leader's heartbeats announce) elects at once;
+//   - a leader whose server is left with routes to fewer servers than a
+//     quorum needs stops leading at once, since the members beyond those
+//     routes may be electing already. Both ends of a route see it close at
+//     the same moment.
+//
+// Each gateway runs one member, so a route stands for one member.
+func WithRouteWatch(w RouteWatcher) Option {
+	return func(a *Agent) error { a.routes = w; return nil }
+}
+
+// checkRoutes runs on the loop's ticks.
+func (a *Agent) checkRoutes() {
+	if a.routes == nil || a.noFast {
+		return
+	}
+	now := a.routes.RoutedServers()
+	prev := a.routed
+	a.routed = now
+	if a.role == election.Leader {
+		if len(now)+1 < a.cfg.Quorum {
+			a.log.Warn("routes to a quorum of gateways lost: stepping down", "routes", len(now), "quorum", a.cfg.Quorum)
+			a.stopLeading("lost routes to a quorum")
+			_ = a.node.Resign("")
+		}
+		return
+	}
+	conn := a.leaderConn[a.leader]
+	sid, _, ok := strings.Cut(conn, "/")
+	if a.leader == "" || !ok || sid == a.routes.ServerID() {
+		return
+	}
+	if prev[sid] && !now[sid] {
+		a.onGone(goneReport{id: a.leader, conn: conn})
+	}
+}

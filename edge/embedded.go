@@ -497,3 +497,21 @@ func (e *EmbeddedServer) Shutdown() {
 		e.srv.WaitForShutdown()
 	})
 }
+
+// ServerID returns the server's unique id, as clients see it in INFO.
+func (e *EmbeddedServer) ServerID() string { return e.srv.ID() }
+
+// RoutedServers returns the ids of the servers this one has a route to now.
+// An agent watches it to learn at once that a peer gateway's server (and so,
+// at an offline site, that gateway's agent) is gone.
+func (e *EmbeddedServer) RoutedServers() map[string]bool {
+	rz, err := e.srv.Routez(&server.RoutezOptions{})
+	out := map[string]bool{}
+	if err != nil || rz == nil {
+		return out
+	}
+	for _, r := range rz.Routes {
+		out[r.RemoteID] = true
+	}
+	return out
+}

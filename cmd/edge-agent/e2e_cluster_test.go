@@ -70,6 +70,18 @@ func TestE2EClusteredEmbeddedNATS(t *testing.T) {
 	if second.Leader != successor {
 		t.Fatalf("after SIGKILL of %s: %+v, want %s to lead", victim, second, successor)
 	}
+	// The survivors learned of the crash from their servers' route to the
+	// dead gateway closing, not from missed heartbeats.
+	fast := 0
+	for _, id := range survivors {
+		_, m := httpGet(t, "http://"+site.Proc(id).HTTPAddr+"/metrics")
+		if strings.Contains(m, "edge_election_fast_suspicions_total 1") {
+			fast++
+		}
+	}
+	if fast == 0 {
+		t.Fatal("no survivor acted on the route closure")
+	}
 
 	// The gateway comes back: its server routes to the survivors' and its
 	// agent follows the new leader (preemption never: no takeover).

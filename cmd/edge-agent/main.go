@@ -144,12 +144,16 @@ func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
 		return err
 	}
 	urls := append([]string(nil), rc.NATSURLs...)
+	var routeWatch agent.RouteWatcher
 	if rc.EmbeddedNATS {
 		srv, err := startEmbedded(rc, log)
 		if err != nil {
 			return err
 		}
 		defer srv.Shutdown()
+		if rc.NATSCluster != nil {
+			routeWatch = srv // a peer gateway's route closing is the fast failure report
+		}
 		// The agent's own server first, reached in-process; the peers'
 		// servers (nats.urls) only if it ever goes away.
 		urls = append([]string{srv.ClientURL()}, urls...)
@@ -164,6 +168,9 @@ func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
 	}
 	defer nc.Close()
 	opts := []agent.Option{agent.WithNATS(nc), agent.WithLogger(log), agent.WithVersion(version)}
+	if routeWatch != nil {
+		opts = append(opts, agent.WithRouteWatch(routeWatch))
+	}
 	if (rc.SystemUser != "" || rc.SystemCreds != "") && !rc.Agent.DisableFastFailover {
 		sysOpts := []nats.Option{nats.Name(name + "/advisories"), nats.MaxReconnects(-1),
 			nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(true)}

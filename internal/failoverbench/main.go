@@ -28,14 +28,15 @@ func main() {
 	poll := flag.Duration("poll", time.Millisecond, "status polling interval")
 	verbose := flag.Bool("v", false, "print the agents' logs")
 	fast := flag.Bool("fast", false, "give the agents system-account access: crash failover on the server's disconnect advisories")
+	cluster := flag.Bool("cluster", false, "an offline site: every agent runs an embedded server, clustered with the others (fast path: route closures)")
 	flag.Parse()
-	if err := run(*trials, *n, *hb, *misses, *mode, *poll, *verbose, *fast); err != nil {
+	if err := run(*trials, *n, *hb, *misses, *mode, *poll, *verbose, *fast, *cluster); err != nil {
 		fmt.Fprintln(os.Stderr, "failoverbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Duration, verbose, fast bool) error {
+func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Duration, verbose, fast, cluster bool) error {
 	if mode != "kill" && mode != "term" {
 		return fmt.Errorf("-mode must be kill or term")
 	}
@@ -51,19 +52,34 @@ func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Dur
 	start := harness.StartNATS
 	args := []string{"--heartbeat", hb.String(), "--heartbeat-misses", fmt.Sprint(misses), "--preemption", "never", "--log-level", "debug"}
 	path := "heartbeats only"
-	if fast {
-		start = harness.StartNATSWithSystemAccount
-		args = append(args, "--nats-system-user", harness.SystemUser, "--nats-system-password", harness.SystemPassword)
-		path = "fast path: server disconnect advisories"
-	} else {
-		args = append(args, "--fast-failover=false")
+	bus := "one nats-server"
+	var site *harness.Site
+	switch {
+	case cluster:
+		bus = "embedded nats-servers clustered by routes"
+		if fast {
+			path = "fast path: route closures"
+		} else {
+			args = append(args, "--fast-failover=false")
+		}
+		if site, err = harness.NewClusterSite(bin, dir, n, args...); err != nil {
+			return err
+		}
+	default:
+		if fast {
+			start = harness.StartNATSWithSystemAccount
+			args = append(args, "--nats-system-user", harness.SystemUser, "--nats-system-password", harness.SystemPassword)
+			path = "fast path: server disconnect advisories"
+		} else {
+			args = append(args, "--fast-failover=false")
+		}
+		ns, err := start()
+		if err != nil {
+			return err
+		}
+		defer ns.Shutdown()
+		site = harness.NewSite(bin, ns.ClientURL(), dir, n, args...)
 	}
-	ns, err := start()
-	if err != nil {
-		return err
-	}
-	defer ns.Shutdown()
-	site := harness.NewSite(bin, ns.ClientURL(), dir, n, args...)
 	site.Journals = true
 	if verbose {
 		site.Log = os.Stderr
@@ -77,8 +93,8 @@ func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Dur
 	if err != nil {
 		return err
 	}
-	fmt.Printf("failover of %d agent processes, one nats-server, H=%s k=%d (D=%s), mode=%s, detection: %s, poll %s\n",
-		n, hb, misses, time.Duration(misses)*hb, mode, path, poll)
+	fmt.Printf("failover of %d agent processes, %s, H=%s k=%d (D=%s), mode=%s, detection: %s, poll %s\n",
+		n, bus, hb, misses, time.Duration(misses)*hb, mode, path, poll)
 	var samples []time.Duration
 	for i := 0; i < trials; i++ {
 		// Let the leader run a random part of a heartbeat period, so the kill
