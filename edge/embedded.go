@@ -47,6 +47,18 @@ type EmbeddedConfig struct {
 	// LeafNode, when not nil, connects the server to an upstream hub as a
 	// leaf node.
 	LeafNode *LeafNodeConfig
+	// Members, when not nil, authorizes each member of the group by its
+	// nkey with MemberPermissions (it may publish election messages only in
+	// its own name); the Auth credential, if any, then admits other clients
+	// with BusClientPermissions (no election subjects).
+	Members *MemberAuthz
+}
+
+// MemberAuthz lists the members whose nkeys the server admits.
+type MemberAuthz struct {
+	Prefix, Group string
+	// Keys maps member id to its nkey user public key.
+	Keys map[string]string
 }
 
 // ClientAuth is the authentication the embedded server requires of
@@ -213,6 +225,9 @@ func serverOptions(cfg EmbeddedConfig) (*server.Options, error) {
 	if err := applyClientAuth(opts, cfg.Auth); err != nil {
 		return nil, err
 	}
+	if err := applyMemberAuthz(opts, cfg.Members); err != nil {
+		return nil, err
+	}
 	if !cfg.TLS.IsZero() {
 		tc, err := serverTLS("nats.tls", cfg.TLS, false)
 		if err != nil {
@@ -272,6 +287,24 @@ func applyClientAuth(opts *server.Options, a ClientAuth) error {
 			return fmt.Errorf("edge: nats.nkey_seed: %q is not a user public nkey", a.NKey)
 		}
 		opts.Nkeys = []*server.NkeyUser{{Nkey: a.NKey}}
+	}
+	return nil
+}
+
+// applyMemberAuthz admits the members by nkey, each with publish rights on
+// its own election subjects only, and turns a site credential set by
+// applyClientAuth into a restricted user for the other clients.
+func applyMemberAuthz(opts *server.Options, m *MemberAuthz) error {
+	if m == nil {
+		return nil
+	}
+	if opts.Authorization != "" || len(opts.Nkeys) > 0 {
+		return errors.New("edge: member_keys: with per-member authorization, admit other clients with nats.user/nats.password, not a token or an nkey")
+	}
+	opts.Nkeys = MemberUsers(m.Prefix, m.Group, m.Keys, nil)
+	if opts.Username != "" {
+		opts.Users = []*server.User{{Username: opts.Username, Password: opts.Password, Permissions: BusClientPermissions(m.Prefix, true)}}
+		opts.Username, opts.Password = "", ""
 	}
 	return nil
 }

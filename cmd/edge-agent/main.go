@@ -139,7 +139,14 @@ func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	clientOpts, err := rc.NATSClient.Options()
+	client := rc.NATSClient
+	if rc.EmbeddedNATS && len(rc.Agent.MemberKeys) > 0 {
+		// Per-member authorization: the agent logs in to the bus with its
+		// own nkey (the signing seed); the site credential is for others.
+		client.User, client.Password, client.Token, client.Creds = "", "", "", ""
+		client.NKeySeed = rc.Agent.SigningSeedFile
+	}
+	clientOpts, err := client.Options()
 	if err != nil {
 		return err
 	}
@@ -232,7 +239,15 @@ func startEmbedded(rc *runConfig, log *slog.Logger) (*edge.EmbeddedServer, error
 	if err != nil {
 		return nil, err
 	}
+	var members *edge.MemberAuthz
+	if len(rc.Agent.MemberKeys) > 0 {
+		members = &edge.MemberAuthz{Prefix: rc.Agent.SubjectPrefix, Group: rc.Agent.Group, Keys: rc.Agent.MemberKeys}
+		if auth.NKey != "" || auth.Token != "" {
+			return nil, errors.New("member_keys: with per-member authorization, admit other clients with nats.user/nats.password")
+		}
+	}
 	srv, err := edge.StartEmbedded(edge.EmbeddedConfig{
+		Members:     members,
 		Listen:      rc.NATSListen,
 		ServerName:  rc.Agent.Group + "-" + rc.Agent.ID,
 		Logger:      log,
