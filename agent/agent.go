@@ -134,6 +134,12 @@ type Agent struct {
 	routed     map[string]bool   // servers routed to at the last check
 	leaderConn map[string]string // member -> bus connection its last heartbeat announced
 	actAfter   atomic.Int64      // a fenced new leader acts from this time on
+
+	// Leader work, handover and watchers: leaderwork.go, duty.go, watch.go.
+	duty        *Duty
+	releaseWait time.Duration
+	leadDone    chan struct{} // loop-owned: closed once this leadership's work returned
+	watchers    watchers
 }
 
 type request struct {
@@ -376,6 +382,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.notify = newNotifier()
 	defer a.notify.close()
+	defer a.watchers.close()
 
 	a.log.Info("agent started", "algorithm", a.cfg.Algorithm, "members", len(a.cfg.Members),
 		"quorum", a.cfg.Quorum, "heartbeat", a.cfg.Heartbeat, "suspect_after", a.cfg.SuspectAfter(),
@@ -482,6 +489,11 @@ func (a *Agent) process() error {
 		a.lastHS = rd.HardState
 		a.journal.write(JournalEntry{Event: "state", Term: rd.HardState.Term, VotedFor: rd.HardState.VotedFor})
 	}
+	if a.role == election.Leader && hasResign(rd.Messages) {
+		// A planned handover: stop acting and let the leader's work end
+		// before the successor hears of it.
+		a.release("handing over")
+	}
 	// Date heartbeats after the fsync above, just before they leave: a slow
 	// disk must not eat into the lease they start.
 	sendAt := a.mono()
@@ -501,6 +513,9 @@ func (a *Agent) process() error {
 	a.m.term.Set(float64(rd.Term))
 	for _, ev := range rd.Events {
 		a.report(ev)
+	}
+	if rd.Role == election.Follower {
+		a.m.electionEnded("failed", now) // a candidacy given up for a higher term
 	}
 	// Leadership: the lease runs from the send time of the newest heartbeat
 	// a quorum acknowledged.
@@ -545,6 +560,7 @@ func (a *Agent) process() error {
 			id, term := rd.Leader, rd.Term
 			a.notify.push(func() { a.cb.OnNewLeader(id, term) })
 		}
+		a.watchers.publish(a.leaderChange(old, rd.Leader, rd.Term))
 	}
 	st := a.node.Status()
 	a.mu.Lock()
@@ -560,11 +576,14 @@ func (a *Agent) process() error {
 func (a *Agent) report(ev election.Event) {
 	switch ev.Kind {
 	case election.EventElectionStarted:
+		a.m.electionStarted(a.mono())
 		a.log.Info("standing for election", "term", ev.Term)
 	case election.EventElectionWon:
+		a.m.electionEnded("won", a.mono())
 		a.m.elections.WithLabelValues("won").Inc()
 		a.log.Info("elected leader", "term", ev.Term)
 	case election.EventElectionFailed:
+		a.m.electionEnded("failed", a.mono())
 		a.m.elections.WithLabelValues("failed").Inc()
 		a.log.Info("election failed", "term", ev.Term, "reason", ev.Reason)
 	case election.EventSteppedDown:
@@ -595,10 +614,7 @@ func (a *Agent) startLeading(term uint64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.leadCancel = cancel
 	go a.leaseGuard(ctx, cancel)
-	if a.cb.OnStartedLeading != nil {
-		f := a.cb.OnStartedLeading
-		a.notify.push(func() { go f(ctx, term) })
-	}
+	a.leadDone = a.startLeaderWork(ctx, term)
 }
 
 // leaseGuard cancels the leading context when the lease runs out, even if

@@ -73,7 +73,7 @@ func (a *Agent) serveControl() (stop func(), err error) {
 			// The handler runs on the connection's goroutine; the loop may
 			// be publishing, so hand the request over without blocking it.
 			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+a.releaseWait)
 				defer cancel()
 				a.respond(m, a.handover(ctx, req.Nominee))
 			}()
@@ -87,7 +87,40 @@ func (a *Agent) serveControl() (stop func(), err error) {
 		stop()
 		return nil, err
 	}
-	return stop, nil
+	unsub := stop
+	stopEvents := a.publishEvents()
+	return func() { unsub(); stopEvents() }, nil
+}
+
+// EventsSubject is where every agent of a group publishes a LeaderChange
+// (JSON) each time the leader it knows changes: `<prefix>.<group>.ctl.events`.
+// Events are best effort (a change seen while disconnected from NATS is not
+// published); `edge-agent watch` streams them.
+func EventsSubject(prefix, group string) string { return ControlSubject(prefix, group, "events") }
+
+// publishEvents publishes every leader change this agent sees on the
+// group's events subject, in order, until the agent's watchers close (when
+// Run returns); stop waits for the last one to be flushed.
+func (a *Agent) publishEvents() (stop func()) {
+	ch, _ := a.Watch()
+	subject := EventsSubject(a.cfg.SubjectPrefix, a.cfg.Group)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for c := range ch {
+			b, err := json.Marshal(c)
+			if err == nil {
+				err = a.nc.Publish(subject, b)
+			}
+			if err != nil {
+				a.log.Debug("leader change event not published", "err", err)
+			}
+		}
+	}()
+	return func() {
+		<-done
+		_ = a.nc.FlushTimeout(time.Second)
+	}
 }
 
 func (a *Agent) respond(m *nats.Msg, err error) {

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -24,7 +26,21 @@ type metrics struct {
 	natsConnected  prometheus.Gauge
 	persistErrors  prometheus.Counter
 	fastSuspicions prometheus.Counter
+
+	electionDuration *prometheus.HistogramVec
+	dutyRestarts     prometheus.Counter
+	dutyRunning      prometheus.Gauge
+
+	// electionStart is when this agent last stood for election (proclaimed)
+	// and electionOpen whether it still stands; only the agent's loop uses
+	// them.
+	electionStart time.Duration
+	electionOpen  bool
 }
+
+// electionBuckets span the election durations of H = 10ms to H = 1m
+// (an election takes about one answer timeout, H by default).
+var electionBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
 
 // badReasons are pre-declared so that every series exists at zero from the
 // start (an alert on a rate needs the series before the first increment).
@@ -63,9 +79,17 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool) *metrics {
 			Help: "Failures to persist the term and vote (the agent stops on one)."}),
 		fastSuspicions: f.NewCounter(prometheus.CounterOpts{Name: "edge_election_fast_suspicions_total",
 			Help: "Elections started at once because the server reported the leader's connection closed."}),
+		electionDuration: f.NewHistogramVec(prometheus.HistogramOpts{Name: "edge_election_election_duration_seconds",
+			Help:    "Time from this agent standing for election (proclaiming) until it won or failed, by result.",
+			Buckets: electionBuckets}, []string{"result"}),
+		dutyRestarts: f.NewCounter(prometheus.CounterOpts{Name: "edge_election_duty_restarts_total",
+			Help: "Times the leader duty command was started again while this agent kept leading."}),
+		dutyRunning: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_duty_running",
+			Help: "1 while this agent's leader duty command runs."}),
 	}
 	for _, r := range []string{"won", "failed"} {
 		m.elections.WithLabelValues(r)
+		m.electionDuration.WithLabelValues(r)
 	}
 	for _, r := range badReasons {
 		m.bad.WithLabelValues(r)
@@ -97,4 +121,21 @@ func boolGauge(g prometheus.Gauge, b bool) {
 	} else {
 		g.Set(0)
 	}
+}
+
+// electionStarted notes that this agent stood for election at now (on the
+// agent's monotonic clock). A candidacy still open is closed as failed: it
+// was given up for the new one.
+func (m *metrics) electionStarted(now time.Duration) {
+	m.electionEnded("failed", now)
+	m.electionStart, m.electionOpen = now, true
+}
+
+// electionEnded observes the duration of the open candidacy, if any.
+func (m *metrics) electionEnded(result string, now time.Duration) {
+	if !m.electionOpen {
+		return
+	}
+	m.electionDuration.WithLabelValues(result).Observe((now - m.electionStart).Seconds())
+	m.electionOpen = false
 }

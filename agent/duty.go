@@ -1,0 +1,472 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Environment variables a duty command and the hooks find set.
+const (
+	EnvElectionID    = "EDGE_ELECTION_ID"    // this agent's member id
+	EnvElectionGroup = "EDGE_ELECTION_GROUP" // the election group
+	EnvElectionTerm  = "EDGE_ELECTION_TERM"  // the term of this leadership: the fencing token
+	EnvElectionEvent = "EDGE_ELECTION_EVENT" // hooks only: "elected" or "demoted"
+)
+
+// Defaults of DutyConfig.
+const (
+	DefaultHookTimeout       = 10 * time.Second
+	DefaultMaxFailures       = 5
+	DefaultFailureWindow     = time.Minute
+	DefaultRestartBackoff    = 250 * time.Millisecond
+	DefaultMaxRestartBackoff = 30 * time.Second
+)
+
+// DutyConfig describes a leader duty run as OS processes: a long-running
+// Command that runs only while this agent leads, and one-shot hooks.
+type DutyConfig struct {
+	// Command is the program and its arguments (no shell; use
+	// ["sh", "-c", "..."] for one). It is started, in a process group of its
+	// own, once this agent leads; it is stopped (SIGTERM to the group, then
+	// SIGKILL after Grace) when it stops leading, and at the latest just
+	// before the lease runs out, even if the agent's loop is stuck. It is
+	// restarted with backoff if it exits while this agent leads. Empty: no
+	// command, hooks only.
+	Command []string
+	// Grace is how long the command gets between SIGTERM and SIGKILL. It
+	// must be shorter than the lease. When leadership ends because the lease
+	// runs out, the command gets SIGTERM min(Grace, lease - heartbeat - 1 tick)
+	// before the lease ends (a healthy lease never runs that low) and SIGKILL
+	// just before it ends. 0 picks lease - heartbeat - 1 tick.
+	Grace time.Duration
+	// OnElected runs once when this agent becomes leader, before Command
+	// starts; it is killed if leadership ends while it runs.
+	OnElected []string
+	// OnDemoted runs once when this agent stops leading, after Command
+	// stopped. The handover does not wait for it.
+	OnDemoted []string
+	// HookTimeout bounds each run of OnElected and OnDemoted; the hook's
+	// process group is killed then. 0 picks DefaultHookTimeout.
+	HookTimeout time.Duration
+	// MaxFailures is how many times Command may exit (or fail to start)
+	// while this agent leads, within FailureWindow, before the agent resigns
+	// so that a healthier gateway takes over. 0 picks DefaultMaxFailures.
+	MaxFailures int
+	// FailureWindow is the period over which failures are counted; a run
+	// that lasted longer also resets the restart backoff. 0 picks
+	// DefaultFailureWindow.
+	FailureWindow time.Duration
+	// RestartBackoff is the first wait before Command is restarted; it
+	// doubles (with jitter) up to MaxRestartBackoff. 0 picks the defaults.
+	RestartBackoff    time.Duration
+	MaxRestartBackoff time.Duration
+	// Env is added to the agent's environment for Command and the hooks,
+	// before the EDGE_ELECTION_* variables.
+	Env []string
+	// Dir is the working directory ("" = the agent's).
+	Dir string
+	// Stdout and Stderr receive the output of Command and the hooks (nil
+	// discards it). An *os.File is passed to the child as is.
+	Stdout, Stderr io.Writer
+}
+
+// Validate fills defaults and checks c against the agent's validated
+// configuration ac (Grace must be shorter than its lease). The error names
+// the offending key as the config file spells it (leader.grace, ...).
+func (c *DutyConfig) Validate(ac Config) error {
+	for key, argv := range map[string][]string{"leader.command": c.Command, "leader.on_elected": c.OnElected, "leader.on_demoted": c.OnDemoted} {
+		if len(argv) > 0 && argv[0] == "" {
+			return fmt.Errorf("%s: the program (first element) is empty", key)
+		}
+	}
+	tick := ac.Tick()
+	if c.Grace == 0 {
+		c.Grace = max(tick, ac.Lease-ac.Heartbeat-tick)
+	}
+	if c.Grace < 0 || c.Grace >= ac.Lease {
+		return fmt.Errorf("leader.grace: %s must be positive and shorter than the lease %s, so that the duty never outlives leadership", c.Grace, ac.Lease)
+	}
+	if c.HookTimeout == 0 {
+		c.HookTimeout = DefaultHookTimeout
+	}
+	if c.HookTimeout < 0 {
+		return fmt.Errorf("leader.hook_timeout: %s is negative", c.HookTimeout)
+	}
+	if c.MaxFailures == 0 {
+		c.MaxFailures = DefaultMaxFailures
+	}
+	if c.MaxFailures < 1 {
+		return fmt.Errorf("leader.max_failures: %d is not positive", c.MaxFailures)
+	}
+	if c.FailureWindow == 0 {
+		c.FailureWindow = DefaultFailureWindow
+	}
+	if c.FailureWindow < 0 {
+		return fmt.Errorf("leader.failure_window: %s is negative", c.FailureWindow)
+	}
+	if c.RestartBackoff == 0 {
+		c.RestartBackoff = DefaultRestartBackoff
+	}
+	if c.MaxRestartBackoff == 0 {
+		c.MaxRestartBackoff = max(DefaultMaxRestartBackoff, c.RestartBackoff)
+	}
+	if c.RestartBackoff < 0 || c.MaxRestartBackoff < c.RestartBackoff {
+		return fmt.Errorf("leader: restart backoff %s..%s is not a valid range", c.RestartBackoff, c.MaxRestartBackoff)
+	}
+	return nil
+}
+
+// Duty supervises a DutyConfig's processes for one agent: see WithDuty.
+type Duty struct {
+	cfg DutyConfig
+	a   *Agent
+
+	sem chan struct{} // held by the leadership whose processes run
+
+	mu       sync.Mutex
+	lastHook chan struct{} // closed when the last queued hook finished
+	failures []time.Time   // guarded by sem: exits while leading, within the window
+
+	wg sync.WaitGroup // leaderships and hooks in flight
+}
+
+// NewDuty returns a supervisor for c. WithDuty attaches it to an agent
+// (and validates c against the agent's configuration).
+func NewDuty(c DutyConfig) *Duty {
+	return &Duty{cfg: c, sem: make(chan struct{}, 1)}
+}
+
+// WithDuty makes the agent run d's command and hooks while it leads. A
+// planned handover waits (at most the grace, never past the lease) for the
+// command to stop before the successor is told to take over, so the command
+// never runs on two gateways at once; see DutyConfig for the other cases.
+func WithDuty(d *Duty) Option {
+	return func(a *Agent) error {
+		if d == nil {
+			return errors.New("agent: WithDuty: nil duty")
+		}
+		if d.a != nil {
+			return errors.New("agent: WithDuty: the duty is attached to another agent")
+		}
+		if err := d.cfg.Validate(a.cfg); err != nil {
+			return fmt.Errorf("agent: duty: %w", err)
+		}
+		d.a = a
+		a.duty = d
+		// Reaping the child and its group takes a moment beyond the grace.
+		a.releaseWait = max(a.releaseWait, d.cfg.Grace+a.cfg.Tick())
+		return nil
+	}
+}
+
+// Config returns the validated configuration (after WithDuty).
+func (d *Duty) Config() DutyConfig { return d.cfg }
+
+// Wait blocks until none of d's processes runs: the command of the last
+// leadership has been stopped and the last hook has finished. Call it after
+// the agent's Run returned, before the program exits.
+func (d *Duty) Wait() { d.wg.Wait() }
+
+func (d *Duty) env(term uint64, event string) []string {
+	env := append(os.Environ(), d.cfg.Env...)
+	env = append(env, EnvElectionID+"="+d.a.cfg.ID, EnvElectionGroup+"="+d.a.cfg.Group,
+		EnvElectionTerm+"="+strconv.FormatUint(term, 10))
+	if event != "" {
+		env = append(env, EnvElectionEvent+"="+event)
+	}
+	return env
+}
+
+// lead runs one leadership's duty: OnElected, then Command under
+// supervision until ctx ends or the lease is about to run out, then queues
+// OnDemoted. Only one leadership's processes run at a time: a new one waits
+// until the previous command is gone.
+func (d *Duty) lead(ctx context.Context, term uint64) {
+	select {
+	case d.sem <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-d.sem }()
+	if ctx.Err() != nil {
+		return
+	}
+	log := d.a.log.With("term", term)
+	elected := d.queueHook(func() { d.runHook(ctx, log, "on_elected", d.cfg.OnElected, d.env(term, "elected")) })
+	defer d.queueHook(func() {
+		d.runHook(context.Background(), log, "on_demoted", d.cfg.OnDemoted, d.env(term, "demoted"))
+	})
+	select {
+	case <-elected:
+	case <-ctx.Done():
+		return
+	}
+	if len(d.cfg.Command) == 0 {
+		<-ctx.Done()
+		return
+	}
+	d.supervise(ctx, log, d.env(term, ""))
+}
+
+// leaseClock follows this leadership's lease end from outside the agent's
+// loop, so the duty is stopped in time even if the loop is stuck.
+type leaseClock struct {
+	a   *Agent
+	end time.Time
+}
+
+// refresh moves the known lease end forward if the agent renewed it.
+func (l *leaseClock) refresh() {
+	if !l.a.leading.Load() {
+		return
+	}
+	if end := l.a.start.Add(time.Duration(l.a.leaseEnd.Load())); end.After(l.end) {
+		l.end = end
+	}
+}
+
+// supervise runs the command while ctx lives and the lease is not about to
+// run out, restarting it with backoff, and resigns after repeated failures.
+func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string) {
+	tick := d.a.cfg.Tick()
+	// softLead: SIGTERM this long before the lease ends, if not renewed. A
+	// healthy lease renews each heartbeat, so it never gets below about
+	// lease - heartbeat; a tick more keeps late acknowledgements from
+	// stopping the command.
+	softLead := max(0, min(d.cfg.Grace, d.a.cfg.Lease-d.a.cfg.Heartbeat-tick))
+	// hardLead: SIGKILL this long (a tick) before the lease ends.
+	hardLead := max(tick, time.Millisecond)
+	poll := max(tick, time.Millisecond)
+	lc := leaseClock{a: d.a}
+	lc.refresh()
+
+	bo := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(d.cfg.RestartBackoff),
+		backoff.WithMaxInterval(d.cfg.MaxRestartBackoff),
+		backoff.WithMultiplier(2),
+		backoff.WithRandomizationFactor(0.2),
+		backoff.WithMaxElapsedTime(0),
+	)
+	var (
+		child     *dutyProc
+		stopping  bool // SIGTERM sent
+		killed    bool // SIGKILL sent
+		killAt    time.Time
+		nextStart time.Time
+		starts    int
+		resigned  bool
+		why       string
+	)
+	ctxDone := ctx.Done()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		live := ctx.Err() == nil
+		if live {
+			lc.refresh()
+		}
+		soft, hard := lc.end.Add(-softLead), lc.end.Add(-hardLead)
+		keep := live && now.Before(soft) && now.Before(hard)
+		switch {
+		case child != nil && !keep && !stopping:
+			why = "leadership ended"
+			if live {
+				why = "lease about to run out"
+			}
+			log.Info("stopping leader duty", "reason", why, "pid", child.pid, "grace", min(d.cfg.Grace, max(0, hard.Sub(now))))
+			child.signal(syscall.SIGTERM)
+			stopping, killAt = true, earliest(now.Add(d.cfg.Grace), hard)
+		case child != nil && stopping && !killed && !now.Before(killAt):
+			log.Warn("leader duty still running: killing its process group", "pid", child.pid, "reason", why)
+			child.signal(syscall.SIGKILL)
+			killed = true
+		case child == nil && !live:
+			return
+		case child == nil && keep && !resigned && !now.Before(nextStart):
+			p, err := startDutyProc(d.cfg.Command, env, d.cfg.Dir, d.cfg.Stdout, d.cfg.Stderr)
+			starts++
+			if starts > 1 {
+				d.a.m.dutyRestarts.Inc()
+			}
+			if err != nil {
+				log.Error("leader duty failed to start", "err", err)
+				resigned, nextStart = d.failed(ctx, log, now, 0, bo)
+				continue
+			}
+			child, stopping, killed = p, false, false
+			d.a.m.dutyRunning.Set(1)
+			log.Info("leader duty started", "pid", p.pid, "command", d.cfg.Command[0])
+		}
+
+		wake := now.Add(poll)
+		if keep {
+			wake = earliest(wake, soft, hard)
+		}
+		if child != nil && stopping && !killed {
+			wake = earliest(wake, killAt)
+		}
+		if child == nil && keep && !resigned && now.Before(nextStart) {
+			wake = earliest(wake, nextStart)
+		}
+		timer.Reset(max(0, time.Until(wake)))
+		var exited chan struct{}
+		if child != nil {
+			exited = child.done
+		}
+		select {
+		case <-ctxDone:
+			ctxDone = nil
+		case <-timer.C:
+		case <-exited:
+			child.signal(syscall.SIGKILL) // whatever is left of its group
+			d.a.m.dutyRunning.Set(0)
+			ran := time.Since(child.started)
+			if stopping {
+				log.Info("leader duty stopped", "pid", child.pid, "ran", ran.Round(time.Millisecond), "exit", exitText(child.err))
+				child = nil
+				continue
+			}
+			log.Warn("leader duty exited while leading", "pid", child.pid, "ran", ran.Round(time.Millisecond), "exit", exitText(child.err))
+			child = nil
+			resigned, nextStart = d.failed(ctx, log, time.Now(), ran, bo)
+		}
+	}
+}
+
+// failed records a failure of the command (an exit while leading, or a
+// failed start) and decides: resign after MaxFailures within the window, or
+// restart after the backoff.
+func (d *Duty) failed(ctx context.Context, log *slog.Logger, now time.Time, ran time.Duration, bo *backoff.ExponentialBackOff) (resigned bool, nextStart time.Time) {
+	if ran >= d.cfg.FailureWindow {
+		bo.Reset()
+	}
+	kept := d.failures[:0]
+	for _, t := range d.failures {
+		if now.Sub(t) < d.cfg.FailureWindow {
+			kept = append(kept, t)
+		}
+	}
+	d.failures = append(kept, now)
+	if len(d.failures) >= d.cfg.MaxFailures {
+		log.Error("leader duty keeps failing: resigning so that another gateway takes over",
+			"failures", len(d.failures), "window", d.cfg.FailureWindow)
+		d.failures = nil
+		go func() {
+			rctx, cancel := context.WithTimeout(context.Background(), d.a.cfg.SuspectAfter()+d.a.releaseWait)
+			defer cancel()
+			if err := d.a.Resign(rctx); err != nil && ctx.Err() == nil {
+				log.Warn("resign after duty failures", "err", err)
+			}
+		}()
+		return true, time.Time{}
+	}
+	wait := bo.NextBackOff()
+	log.Info("restarting leader duty", "in", wait.Round(time.Millisecond), "failures", len(d.failures))
+	return false, now.Add(wait)
+}
+
+// queueHook runs f after every hook queued before it, so that on_elected
+// and on_demoted run in the order of the leaderships.
+func (d *Duty) queueHook(f func()) <-chan struct{} {
+	d.mu.Lock()
+	prev := d.lastHook
+	done := make(chan struct{})
+	d.lastHook = done
+	d.mu.Unlock()
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		f()
+	}()
+	return done
+}
+
+// runHook runs argv (if any) to completion, killing its process group when
+// ctx ends or the hook timeout passes.
+func (d *Duty) runHook(ctx context.Context, log *slog.Logger, name string, argv, env []string) {
+	if len(argv) == 0 || (ctx.Err() != nil && name == "on_elected") {
+		return
+	}
+	hctx, cancel := context.WithTimeout(ctx, d.cfg.HookTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(hctx, argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, d.cfg.Dir, d.cfg.Stdout, d.cfg.Stderr
+	cmd.SysProcAttr = dutySysProcAttr()
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	start := time.Now()
+	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever is left of its group
+	}
+	took := time.Since(start).Round(time.Millisecond)
+	switch {
+	case hctx.Err() != nil && ctx.Err() == nil:
+		log.Warn("hook timed out and was killed", "hook", name, "timeout", d.cfg.HookTimeout)
+	case err != nil:
+		log.Warn("hook failed", "hook", name, "took", took, "err", err)
+	default:
+		log.Info("hook ran", "hook", name, "took", took)
+	}
+}
+
+// dutyProc is a running command, leader of its own process group.
+type dutyProc struct {
+	pid     int
+	started time.Time
+	done    chan struct{} // closed once the command exited and was reaped
+	err     error         // Wait's result, set before done is closed
+}
+
+func startDutyProc(argv, env []string, dir string, stdout, stderr io.Writer) (*dutyProc, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, dir, stdout, stderr
+	cmd.SysProcAttr = dutySysProcAttr()
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &dutyProc{pid: cmd.Process.Pid, started: time.Now(), done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// signal sends sig to the command's whole process group. The group outlives
+// the command only as long as a process is left in it, so its id cannot have
+// been reused.
+func (p *dutyProc) signal(sig syscall.Signal) { _ = syscall.Kill(-p.pid, sig) }
+
+func exitText(err error) string {
+	if err == nil {
+		return "status 0"
+	}
+	return err.Error()
+}
+
+func earliest(t time.Time, ts ...time.Time) time.Time {
+	for _, u := range ts {
+		if u.Before(t) {
+			t = u
+		}
+	}
+	return t
+}

@@ -1,0 +1,322 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// dutyScript is a duty that logs "start ID TERM PID NANOS" when it starts and
+// "stop ID TERM PID NANOS" on SIGTERM (unless its first argument is
+// "stubborn", then it ignores SIGTERM), to the file named by DUTY_LOG.
+const dutyScript = `now() { date +%s%N; }
+if [ "$1" = stubborn ]; then trap '' TERM; else
+trap 'echo "stop $EDGE_ELECTION_ID $EDGE_ELECTION_TERM $$ $(now)" >> "$DUTY_LOG"; exit 0' TERM; fi
+echo "start $EDGE_ELECTION_ID $EDGE_ELECTION_TERM $$ $(now)" >> "$DUTY_LOG"
+while :; do sleep 1 & wait $!; done
+`
+
+// dutyRecord is one line of the duty log.
+type dutyRecord struct {
+	event, id string
+	term      uint64
+	pid       int
+	at        time.Time
+}
+
+func readDutyLog(t *testing.T, path string) []dutyRecord {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []dutyRecord
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 5 {
+			continue // a line being written
+		}
+		term, _ := strconv.ParseUint(fs[2], 10, 64)
+		pid, _ := strconv.Atoi(fs[3])
+		ns, _ := strconv.ParseInt(fs[4], 10, 64)
+		out = append(out, dutyRecord{event: fs[0], id: fs[1], term: term, pid: pid, at: time.Unix(0, ns)})
+	}
+	return out
+}
+
+func findRecord(rs []dutyRecord, event, id string) (dutyRecord, bool) {
+	for i := len(rs) - 1; i >= 0; i-- {
+		if rs[i].event == event && rs[i].id == id {
+			return rs[i], true
+		}
+	}
+	return dutyRecord{}, false
+}
+
+// dutyFiles writes the duty script and returns its path and the log's.
+func dutyFiles(t *testing.T) (script, log string) {
+	dir := t.TempDir()
+	script = filepath.Join(dir, "duty.sh")
+	if err := os.WriteFile(script, []byte(dutyScript), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return script, filepath.Join(dir, "duty.log")
+}
+
+// TestDutyStopsBeforeTheSuccessorStarts: the duty runs on the leader with
+// the election variables set, and a transfer stops it (SIGTERM, exit) before
+// the successor's duty starts; the hooks run in pairs; Wait returns once the
+// agents stopped.
+func TestDutyStopsBeforeTheSuccessorStarts(t *testing.T) {
+	script, log := dutyFiles(t)
+	hooks := filepath.Join(t.TempDir(), "hooks.log")
+	hook := `echo "$EDGE_ELECTION_EVENT $EDGE_ELECTION_ID $EDGE_ELECTION_TERM" >> ` + hooks
+	ids := []string{"gw1", "gw2", "gw3"}
+	duties := map[string]*Duty{}
+	_, agents, stop := runSite(t, 3, 50*time.Millisecond, siteSetup{opts: func(id string) []Option {
+		d := NewDuty(DutyConfig{Command: []string{"sh", script}, Env: []string{"DUTY_LOG=" + log},
+			OnElected: []string{"sh", "-c", hook}, OnDemoted: []string{"sh", "-c", hook}})
+		duties[id] = d
+		return []Option{WithDuty(d)}
+	}})
+	waitFor(t, 5*time.Second, "gw3 to lead and run its duty", func() bool {
+		_, ok := findRecord(readDutyLog(t, log), "start", "gw3")
+		return agreedLeader(agents, ids...) == "gw3" && ok
+	})
+	if g := duties["gw3"].Config().Grace; g <= 0 || g >= agents["gw3"].Config().Lease {
+		t.Fatalf("default grace %s, lease %s", g, agents["gw3"].Config().Lease)
+	}
+	start, _ := findRecord(readDutyLog(t, log), "start", "gw3")
+	if start.term != agents["gw3"].Term() {
+		t.Fatalf("duty started with term %d, leader's term %d", start.term, agents["gw3"].Term())
+	}
+	if got := testutil.ToFloat64(agents["gw3"].m.dutyRunning); got != 1 {
+		t.Fatalf("duty_running = %v", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := agents["gw3"].Transfer(ctx, "gw1"); err != nil {
+		t.Fatal(err)
+	}
+	// Transfer returns once the successor was told: the old duty is gone.
+	if rs := readDutyLog(t, log); len(rs) < 2 || rs[1].event != "stop" || rs[1].id != "gw3" {
+		t.Fatalf("gw3's duty not stopped when Transfer returned: %+v", rs)
+	}
+	waitFor(t, 5*time.Second, "gw1's duty", func() bool {
+		_, ok := findRecord(readDutyLog(t, log), "start", "gw1")
+		return ok
+	})
+	rs := readDutyLog(t, log)
+	stopped, _ := findRecord(rs, "stop", "gw3")
+	started, _ := findRecord(rs, "start", "gw1")
+	if !stopped.at.Before(started.at) || started.term <= stopped.term {
+		t.Fatalf("gw3's duty stopped at %v (term %d), gw1's started at %v (term %d)", stopped.at, stopped.term, started.at, started.term)
+	}
+	stop()
+	for _, d := range duties {
+		d.Wait()
+	}
+	rs = readDutyLog(t, log)
+	if last := rs[len(rs)-1]; last.event != "stop" || last.id != "gw1" {
+		t.Fatalf("the last leader's duty did not stop on shutdown: %+v", rs)
+	}
+	b, err := os.ReadFile(hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, r := range rs {
+		if r.event == "start" {
+			want = append(want, "elected "+r.id+" "+strconv.FormatUint(r.term, 10), "demoted "+r.id+" "+strconv.FormatUint(r.term, 10))
+		}
+	}
+	if got := strings.Split(strings.TrimSpace(string(b)), "\n"); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("hooks ran:\n%s\nwant %q", b, want)
+	}
+}
+
+// TestDutyRestartsThenResigns: a duty that keeps exiting is restarted with
+// backoff, and after max_failures the leader resigns so another member,
+// whose duty works, takes over.
+func TestDutyRestartsThenResigns(t *testing.T) {
+	script, log := dutyFiles(t)
+	ids := []string{"gw1", "gw2", "gw3"}
+	_, agents, _ := runSite(t, 3, 50*time.Millisecond, siteSetup{opts: func(id string) []Option {
+		c := DutyConfig{Command: []string{"sh", script}, Env: []string{"DUTY_LOG=" + log}}
+		if id == "gw3" {
+			c = DutyConfig{Command: []string{"sh", "-c", "exit 3"}, MaxFailures: 3, RestartBackoff: 10 * time.Millisecond}
+		}
+		return []Option{WithDuty(NewDuty(c))}
+	}})
+	waitFor(t, 10*time.Second, "gw2 to take over from the failing gw3", func() bool {
+		_, ok := findRecord(readDutyLog(t, log), "start", "gw2")
+		return agreedLeader(agents, ids...) == "gw2" && ok
+	})
+	if got := testutil.ToFloat64(agents["gw3"].m.dutyRestarts); got != 2 {
+		t.Fatalf("gw3 duty_restarts_total = %v, want 2 (3 runs, then resign)", got)
+	}
+}
+
+// stuckTransport blocks every Send while stuck is set, freezing the agent's
+// loop the way a hung process would.
+type stuckTransport struct {
+	Transport
+	mu      sync.Mutex
+	stuck   chan struct{} // non-nil while stuck; closed to release
+	entered chan struct{} // gets a value when a Send blocks
+}
+
+func (s *stuckTransport) Send(m election.Message) error {
+	s.mu.Lock()
+	ch := s.stuck
+	s.mu.Unlock()
+	if ch != nil {
+		select {
+		case s.entered <- struct{}{}:
+		default:
+		}
+		<-ch
+	}
+	return s.Transport.Send(m)
+}
+
+func (s *stuckTransport) freeze() {
+	s.mu.Lock()
+	s.stuck = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *stuckTransport) thaw() {
+	s.mu.Lock()
+	if s.stuck != nil {
+		close(s.stuck)
+		s.stuck = nil
+	}
+	s.mu.Unlock()
+}
+
+// TestDutyKilledBeforeLeaseEndsWhenLoopStuck: with the leader's loop stuck
+// (it neither renews its lease nor notices it ran out), the duty is still
+// stopped, SIGTERM first and then SIGKILL for one that ignores SIGTERM, before
+// the lease ends; the successor's duty starts only after that.
+func TestDutyKilledBeforeLeaseEndsWhenLoopStuck(t *testing.T) {
+	for _, mode := range []string{"graceful", "stubborn"} {
+		t.Run(mode, func(t *testing.T) {
+			script, log := dutyFiles(t)
+			ids := []string{"gw1", "gw2", "gw3"}
+			var st *stuckTransport
+			const hb = 50 * time.Millisecond
+			_, agents, _ := runSite(t, 3, hb, siteSetup{
+				opts: func(id string) []Option {
+					return []Option{WithDuty(NewDuty(DutyConfig{Command: []string{"sh", script, mode}, Env: []string{"DUTY_LOG=" + log}}))}
+				},
+				wrap: func(id string, tr Transport) Transport {
+					if id != "gw3" {
+						return tr
+					}
+					st = &stuckTransport{Transport: tr, entered: make(chan struct{}, 1)}
+					return st
+				},
+			})
+			defer st.thaw()
+			waitFor(t, 5*time.Second, "gw3's duty", func() bool {
+				_, ok := findRecord(readDutyLog(t, log), "start", "gw3")
+				return agreedLeader(agents, ids...) == "gw3" && ok
+			})
+			a := agents["gw3"]
+			st.freeze()
+			select {
+			case <-st.entered:
+			case <-time.After(5 * time.Second):
+				t.Fatal("gw3's loop never sent")
+			}
+			leaseEnd := a.start.Add(time.Duration(a.leaseEnd.Load()))
+			start, _ := findRecord(readDutyLog(t, log), "start", "gw3")
+			// Poll until the process is gone (or a zombie: killed, not yet
+			// reaped), and note the first time it was seen gone.
+			var gone time.Time
+			waitFor(t, 5*time.Second, "gw3's duty to die", func() bool {
+				if processGone(start.pid) {
+					gone = time.Now()
+					return true
+				}
+				return false
+			})
+			// The kill is due one tick before the lease ends; allow one more
+			// tick for a loaded machine.
+			if late := gone.Sub(leaseEnd); late > a.cfg.Tick() {
+				t.Fatalf("gw3's duty seen alive %s after its lease ended", late)
+			}
+			if mode == "graceful" {
+				stop, ok := findRecord(readDutyLog(t, log), "stop", "gw3")
+				if !ok || !stop.at.Before(leaseEnd) {
+					t.Fatalf("no SIGTERM before the lease end %v: %+v", leaseEnd, readDutyLog(t, log))
+				}
+			}
+			waitFor(t, 5*time.Second, "gw2's duty", func() bool {
+				_, ok := findRecord(readDutyLog(t, log), "start", "gw2")
+				return agreedLeader(agents, "gw1", "gw2") == "gw2" && ok
+			})
+			next, _ := findRecord(readDutyLog(t, log), "start", "gw2")
+			if !next.at.After(gone) {
+				t.Fatalf("gw2's duty started at %v, before gw3's was gone at %v", next.at, gone)
+			}
+			if a.IsLeader() {
+				t.Fatal("gw3 still claims leadership")
+			}
+		})
+	}
+}
+
+// processGone reports whether pid has exited (it may be a zombie).
+func processGone(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	// pid (comm) STATE ...
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
+}
+
+func TestDutyConfigValidate(t *testing.T) {
+	ac := Config{ID: "a", Group: "g", Members: []election.Member{{ID: "a"}}, StateDir: "/tmp/x", Heartbeat: time.Second}
+	if err := ac.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for key, c := range map[string]DutyConfig{
+		"leader.grace:":          {Command: []string{"x"}, Grace: ac.Lease},
+		"leader.command:":        {Command: []string{""}},
+		"leader.on_elected:":     {OnElected: []string{"", "x"}},
+		"leader.hook_timeout:":   {HookTimeout: -1},
+		"leader.max_failures:":   {MaxFailures: -1},
+		"leader.failure_window:": {FailureWindow: -time.Second},
+	} {
+		if err := c.Validate(ac); err == nil || !strings.HasPrefix(err.Error(), key) {
+			t.Errorf("%s: err = %v", key, err)
+		}
+	}
+	c := DutyConfig{Command: []string{"x"}}
+	if err := c.Validate(ac); err != nil {
+		t.Fatal(err)
+	}
+	if c.Grace != ac.Lease-ac.Heartbeat-ac.Tick() || c.HookTimeout != DefaultHookTimeout || c.MaxFailures != DefaultMaxFailures {
+		t.Fatalf("defaults: %+v (lease %s)", c, ac.Lease)
+	}
+}

@@ -1,0 +1,95 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// WithReleaseWait makes every planned handover (Resign, Transfer, a
+// preemption hand-over, the handover when Run's context ends) wait, after
+// the leading context is cancelled and before the successor is told to take
+// over, until OnStartedLeading (and the duty, see WithDuty) returned: at most
+// d, and never past the remaining lease. So a leader's work has stopped
+// before anyone else starts it. The default is 0: the successor is told at
+// once and OnStartedLeading must stop acting as soon as its context ends.
+//
+// While the agent waits, its loop sends no heartbeat. That is safe: the
+// members suspect the leader only D after its last heartbeat, later than its
+// lease ends, and the wait never outlasts the lease.
+func WithReleaseWait(d time.Duration) Option {
+	return func(a *Agent) error {
+		a.releaseWait = max(a.releaseWait, d)
+		return nil
+	}
+}
+
+// startLeaderWork starts what runs while this agent leads: the
+// OnStartedLeading callback (through the notifier, so it keeps its place
+// among the callbacks) and the duty (at once, on a goroutine of its own: a
+// slow callback must not delay it). It returns a channel closed once all of
+// it returned, or nil if there is nothing to wait for.
+func (a *Agent) startLeaderWork(ctx context.Context, term uint64) chan struct{} {
+	f := a.cb.OnStartedLeading
+	if f == nil && a.duty == nil {
+		return nil
+	}
+	var wg sync.WaitGroup
+	if f != nil {
+		wg.Add(1)
+		a.notify.push(func() {
+			go func() {
+				defer wg.Done()
+				f(ctx, term)
+			}()
+		})
+	}
+	if a.duty != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.duty.lead(ctx, term)
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	return done
+}
+
+// release ends this agent's leadership on its side before a planned
+// handover is announced: IsLeader turns false, the leading context is
+// cancelled, and the leader's work gets up to the release wait, bounded by
+// the remaining lease, to return.
+func (a *Agent) release(why string) {
+	budget := min(a.releaseWait, a.LeaseRemaining())
+	a.stopLeading(why)
+	done := a.leadDone
+	a.leadDone = nil
+	if done == nil || budget <= 0 {
+		return
+	}
+	t := time.NewTimer(budget)
+	defer t.Stop()
+	start := time.Now()
+	select {
+	case <-done:
+		a.log.Debug("leader work stopped before the handover", "took", time.Since(start))
+	case <-t.C:
+		a.log.Warn("leader work still running at the handover", "waited", budget)
+	}
+}
+
+// hasResign reports whether ms hand leadership over.
+func hasResign(ms []election.Message) bool {
+	for _, m := range ms {
+		if m.Type == election.MsgResign {
+			return true
+		}
+	}
+	return false
+}
