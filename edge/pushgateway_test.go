@@ -1,0 +1,125 @@
+package edge
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/edge-agent/edge-agent/internal/harness"
+)
+
+// waitUntil polls cond every 10ms until it holds or d passes.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPusherAgainstRealPushgateway pushes to a real Pushgateway process:
+// the series appear under the grouping labels (and only the edge_election_
+// ones), a trigger pushes at once, pushes are retried while the Pushgateway
+// is down and the current values show up once it is back, and the final push
+// on shutdown carries the last values.
+func TestPusherAgainstRealPushgateway(t *testing.T) {
+	bin := harness.RequirePushgateway(t)
+	pg, err := harness.StartPushgateway(bin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop()
+
+	reg := prometheus.NewRegistry()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_election_term", Help: "term"})
+	reg.MustRegister(g, collectors.NewGoCollector())
+	g.Set(1)
+	const interval = time.Hour // only triggers, retries and the final push
+	p, err := NewPusher(PushConfig{URL: pg.URL(), Interval: interval, Timeout: time.Second,
+		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
+		Grouping: [][2]string{{"group", "site"}, {"instance", "gw1"}},
+		Gatherer: PrefixGatherer(reg, "edge_election_")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		p.Run(ctx)
+		close(done)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	key := map[string]string{"job": DefaultPushJob, "group": "site", "instance": "gw1"}
+	value := func() (float64, bool) {
+		ms, err := pg.Metrics(context.Background())
+		if err != nil {
+			return 0, false
+		}
+		return harness.Find(ms, "edge_election_term", key)
+	}
+	waitUntil(t, 10*time.Second, "the first push", func() bool { v, ok := value(); return ok && v == 1 })
+	ms, err := pg.Metrics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := harness.Find(ms, "go_goroutines", key); ok {
+		t.Error("go_ series were pushed")
+	}
+	if _, ok := harness.Find(ms, "push_time_seconds", key); !ok {
+		t.Error("no push_time_seconds for the group")
+	}
+
+	g.Set(2)
+	p.Trigger()
+	waitUntil(t, 10*time.Second, "the triggered push", func() bool { v, _ := value(); return v == 2 })
+
+	// Offline: the Pushgateway goes away; pushes fail and are retried.
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	g.Set(3)
+	p.Trigger()
+	waitUntil(t, 10*time.Second, "two failed pushes", func() bool { _, f, _ := p.Stats(); return f >= 2 })
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the retried push after the restart", func() bool { v, ok := value(); return ok && v == 3 })
+	if _, f, err := p.Stats(); f != 0 || err != nil {
+		t.Fatalf("after recovery: %d failures, %v", f, err)
+	}
+
+	// Shutdown: the last values are pushed, and left in place.
+	g.Set(4)
+	cancel()
+	<-done
+	if v, ok := value(); !ok || v != 4 {
+		t.Fatalf("after the final push: %v %v", v, ok)
+	}
+}
+
+func TestPushConfigValidate(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	for key, c := range map[string]PushConfig{
+		"pushgateway.url:":      {URL: "ftp://x", Gatherer: reg},
+		"pushgateway.job:":      {URL: "http://x:9091", Job: "a/b", Gatherer: reg},
+		"pushgateway.interval:": {URL: "http://x:9091", Interval: time.Millisecond, Gatherer: reg},
+	} {
+		if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), key) {
+			t.Errorf("%s: %v", key, err)
+		}
+	}
+	c := PushConfig{URL: "http://pgw.example:9091", Gatherer: reg}
+	if err := c.Validate(); err != nil || c.Job != DefaultPushJob || c.Interval != DefaultPushInterval || c.Timeout != 10*time.Second {
+		t.Fatalf("defaults: %+v %v", c, err)
+	}
+}
