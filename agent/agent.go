@@ -489,10 +489,8 @@ func (a *Agent) process() error {
 		a.lastHS = rd.HardState
 		a.journal.write(JournalEntry{Event: "state", Term: rd.HardState.Term, VotedFor: rd.HardState.VotedFor})
 	}
-	if a.role == election.Leader && hasResign(rd.Messages) {
-		// A planned handover: stop acting and let the leader's work end
-		// before the successor hears of it.
-		a.release("handing over")
+	if a.role == election.Leader && hasResign(rd.Messages) && !a.release("handing over") {
+		rd.Messages = withoutResign(rd.Messages) // see release
 	}
 	// Date heartbeats after the fsync above, just before they leave: a slow
 	// disk must not eat into the lease they start.

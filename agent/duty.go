@@ -46,15 +46,16 @@ type DutyConfig struct {
 	Command []string
 	// Grace is how long the command gets between SIGTERM and SIGKILL. It
 	// must be shorter than the lease. When leadership ends because the lease
-	// runs out, the command gets SIGTERM min(Grace, lease - heartbeat - 1 tick)
-	// before the lease ends (a healthy lease never runs that low) and SIGKILL
-	// just before it ends. 0 picks lease - heartbeat - 1 tick.
+	// runs out, the command gets SIGTERM min(Grace, (lease - heartbeat)/2)
+	// before the lease ends (a healthy lease does not run that low) and
+	// SIGKILL one tick before it ends. 0 picks lease - heartbeat - 1 tick.
 	Grace time.Duration
 	// OnElected runs once when this agent becomes leader, before Command
 	// starts; it is killed if leadership ends while it runs.
 	OnElected []string
 	// OnDemoted runs once when this agent stops leading, after Command
-	// stopped. The handover does not wait for it.
+	// stopped, for every leadership whose OnElected ran. The handover does
+	// not wait for it; hooks run one at a time, in order.
 	OnDemoted []string
 	// HookTimeout bounds each run of OnElected and OnDemoted; the hook's
 	// process group is killed then. 0 picks DefaultHookTimeout.
@@ -148,9 +149,11 @@ func NewDuty(c DutyConfig) *Duty {
 }
 
 // WithDuty makes the agent run d's command and hooks while it leads. A
-// planned handover waits (at most the grace, never past the lease) for the
-// command to stop before the successor is told to take over, so the command
-// never runs on two gateways at once; see DutyConfig for the other cases.
+// planned handover waits for the command to be gone (SIGTERM, SIGKILL after
+// the grace) before the successor is told to take over, so the command never
+// runs on two gateways at once. If it is not gone when the lease ends, the
+// handover is not announced at all and the members elect a successor after
+// D, as if this leader had died. See DutyConfig for the other cases.
 func WithDuty(d *Duty) Option {
 	return func(a *Agent) error {
 		if d == nil {
@@ -164,8 +167,10 @@ func WithDuty(d *Duty) Option {
 		}
 		d.a = a
 		a.duty = d
-		// Reaping the child and its group takes a moment beyond the grace.
-		a.releaseWait = max(a.releaseWait, d.cfg.Grace+a.cfg.Tick())
+		// A handover waits for the command to be gone, up to the end of the
+		// lease: SIGTERM, SIGKILL after the grace or a tick before the lease
+		// ends, and the reaping.
+		a.releaseWait = max(a.releaseWait, a.cfg.Lease)
 		return nil
 	}
 }
@@ -203,9 +208,21 @@ func (d *Duty) lead(ctx context.Context, term uint64) {
 		return
 	}
 	log := d.a.log.With("term", term)
-	elected := d.queueHook(func() { d.runHook(ctx, log, "on_elected", d.cfg.OnElected, d.env(term, "elected")) })
+	// on_demoted runs for a leadership whose on_elected ran (or was due):
+	// the hook chain orders the two, so began is set before on_demoted
+	// reads it.
+	began := false
+	elected := d.queueHook(func() {
+		if ctx.Err() != nil {
+			return // over before it began
+		}
+		began = true
+		d.runHook(ctx, log, "on_elected", d.cfg.OnElected, d.env(term, "elected"))
+	})
 	defer d.queueHook(func() {
-		d.runHook(context.Background(), log, "on_demoted", d.cfg.OnDemoted, d.env(term, "demoted"))
+		if began {
+			d.runHook(context.Background(), log, "on_demoted", d.cfg.OnDemoted, d.env(term, "demoted"))
+		}
 	})
 	select {
 	case <-elected:
@@ -241,10 +258,11 @@ func (l *leaseClock) refresh() {
 func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string) {
 	tick := d.a.cfg.Tick()
 	// softLead: SIGTERM this long before the lease ends, if not renewed. A
-	// healthy lease renews each heartbeat, so it never gets below about
-	// lease - heartbeat; a tick more keeps late acknowledgements from
-	// stopping the command.
-	softLead := max(0, min(d.cfg.Grace, d.a.cfg.Lease-d.a.cfg.Heartbeat-tick))
+	// healthy lease renews each heartbeat, so it gets down to about
+	// lease - heartbeat - the acknowledgement's delay; half of that slack
+	// goes to the command's grace, half to late acknowledgements (which
+	// must not stop the command).
+	softLead := max(0, min(d.cfg.Grace, (d.a.cfg.Lease-d.a.cfg.Heartbeat)/2))
 	// hardLead: SIGKILL this long (a tick) before the lease ends.
 	hardLead := max(tick, time.Millisecond)
 	poll := max(tick, time.Millisecond)
@@ -400,7 +418,7 @@ func (d *Duty) queueHook(f func()) <-chan struct{} {
 // runHook runs argv (if any) to completion, killing its process group when
 // ctx ends or the hook timeout passes.
 func (d *Duty) runHook(ctx context.Context, log *slog.Logger, name string, argv, env []string) {
-	if len(argv) == 0 || (ctx.Err() != nil && name == "on_elected") {
+	if len(argv) == 0 {
 		return
 	}
 	hctx, cancel := context.WithTimeout(ctx, d.cfg.HookTimeout)

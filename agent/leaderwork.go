@@ -64,24 +64,48 @@ func (a *Agent) startLeaderWork(ctx context.Context, term uint64) chan struct{} 
 // release ends this agent's leadership on its side before a planned
 // handover is announced: IsLeader turns false, the leading context is
 // cancelled, and the leader's work gets up to the release wait, bounded by
-// the remaining lease, to return.
-func (a *Agent) release(why string) {
+// the remaining lease, to return. It reports whether the work returned (or
+// there is none to wait for). If it did not, the caller withholds the
+// RESIGN: the handover then happens as if this leader had died, the members
+// electing a successor only D after its last heartbeat, which gives the
+// work (a duty killed just before the lease ended, on a starved machine)
+// that much longer to be gone before anyone else starts it.
+func (a *Agent) release(why string) bool {
 	budget := min(a.releaseWait, a.LeaseRemaining())
 	a.stopLeading(why)
 	done := a.leadDone
 	a.leadDone = nil
-	if done == nil || budget <= 0 {
-		return
+	if done == nil || a.releaseWait <= 0 {
+		return true
 	}
-	t := time.NewTimer(budget)
+	select {
+	case <-done:
+		return true
+	default:
+	}
+	t := time.NewTimer(max(0, budget))
 	defer t.Stop()
 	start := time.Now()
 	select {
 	case <-done:
 		a.log.Debug("leader work stopped before the handover", "took", time.Since(start))
+		return true
 	case <-t.C:
-		a.log.Warn("leader work still running at the handover", "waited", budget)
+		a.log.Warn("leader work still running when the lease ends: not announcing the handover; the members elect a successor once they miss the heartbeats",
+			"waited", budget)
+		return false
 	}
+}
+
+// withoutResign returns ms less the RESIGN messages.
+func withoutResign(ms []election.Message) []election.Message {
+	out := ms[:0:0]
+	for _, m := range ms {
+		if m.Type != election.MsgResign {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // hasResign reports whether ms hand leadership over.

@@ -52,8 +52,8 @@ type PushConfig struct {
 	Client *http.Client
 }
 
-// Validate fills the defaults and checks cfg. Errors name the config key
-// (pushgateway.url, ...).
+// Validate fills the defaults and checks cfg (all but Gatherer, which
+// NewPusher checks). Errors name the config key (pushgateway.url, ...).
 func (c *PushConfig) Validate() error {
 	if err := CheckPushURL(c.URL); err != nil {
 		return fmt.Errorf("pushgateway.url: %w", err)
@@ -81,9 +81,6 @@ func (c *PushConfig) Validate() error {
 	}
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		return fmt.Errorf("pushgateway: retry backoff %s..%s is not a valid range", c.RetryMin, c.RetryMax)
-	}
-	if c.Gatherer == nil {
-		return errors.New("pushgateway: no gatherer")
 	}
 	return nil
 }
@@ -132,6 +129,9 @@ type Pusher struct {
 func NewPusher(cfg PushConfig) (*Pusher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Gatherer == nil {
+		return nil, errors.New("pushgateway: no gatherer")
 	}
 	p := push.New(cfg.URL, cfg.Job).Gatherer(cfg.Gatherer)
 	for _, kv := range cfg.Grouping {

@@ -78,6 +78,11 @@ type runConfig struct {
 	// connection in the server's system account, from which the agent reads
 	// client disconnect advisories (fast failover).
 	SystemUser, SystemPassword, SystemCreds string
+
+	// Push is the Pushgateway push (config_ops.go); URL "" pushes nothing.
+	Push edge.PushConfig
+	// Duty is the leader duty (config_ops.go); zero when there is none.
+	Duty agent.DutyConfig
 }
 
 // configError is a mistake in the configuration (flags or file). Its message
@@ -270,6 +275,10 @@ type fileConfig struct {
 	MemberKeys      yaml.Node `yaml:"member_keys"`
 	Fence           yaml.Node `yaml:"fast_failover_fence"`
 	NATS            *fileNATS `yaml:"nats"`
+
+	// The operations sections, config_ops.go.
+	Pushgateway *filePushgateway `yaml:"pushgateway"`
+	Leader      *fileLeader      `yaml:"leader"`
 }
 
 // fileNATS is the `nats:` section of the config file.
@@ -328,6 +337,7 @@ func (f *fileConfig) nodes() map[string]*yaml.Node {
 	m["nats.system_password"] = &n.SystemPassword
 	m["nats.system_creds"] = &n.SystemCreds
 	n.natsNodes(m)
+	f.opsNodes(m)
 	return m
 }
 
@@ -730,7 +740,7 @@ func (l *loader) finish(rc *runConfig) error {
 	if rc.HTTPAddr == "off" {
 		rc.HTTPAddr = ""
 	}
-	return nil
+	return l.finishOps(rc)
 }
 
 // isSettingKey reports whether key is a config-file key.

@@ -43,6 +43,8 @@ Usage:
   edge-agent resign --nats-url URL --group G the leader steps down and hands over
   edge-agent transfer ID --nats-url URL --group G
                                              the leader hands over to member ID
+  edge-agent watch [--json] --nats-url URL --group G
+                                             stream the group's leader changes
   edge-agent demo [--gateways N] [--heartbeat D]
                                              a whole local site: election and failover
   edge-agent check-config --config FILE      validate a config file
@@ -77,6 +79,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		return cmdHandover(rest[1:], rest[0], stdout, stderr)
+	case "watch":
+		return cmdWatch(rest, stdout, stderr)
 	case "demo":
 		return cmdDemo(rest, stdout, stderr)
 	case "check-config":
@@ -207,9 +211,19 @@ func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
 		defer f.Close()
 		opts = append(opts, agent.WithJournal(f))
 	}
-	a, err := agent.New(rc.Agent, opts...)
+	duty, dutyOpts := dutyFor(rc)
+	a, err := agent.New(rc.Agent, append(opts, dutyOpts...)...)
 	if err != nil {
 		return err
+	}
+	// After Run returns: the duty's processes are gone, then the last push.
+	stopPush, err := startPusher(rc, a, log)
+	if err != nil {
+		return err
+	}
+	defer stopPush()
+	if duty != nil {
+		defer duty.Wait()
 	}
 	if rc.HTTPAddr != "" {
 		ln, err := net.Listen("tcp", rc.HTTPAddr)
@@ -321,5 +335,6 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 	if c.IslandMode {
 		fmt.Fprintln(stdout, "warning: quorum: none (island mode): a partition can elect two leaders")
 	}
+	describeOps(stdout, rc)
 	return exitOK
 }

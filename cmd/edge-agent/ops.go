@@ -29,7 +29,9 @@ type opsFlags struct {
 	auth edge.ClientConfig
 }
 
-func parseOpsFlags(name string, args []string, withJSON bool) (*opsFlags, error) {
+// parseOpsFlags parses the flags shared by the ops commands; extra may add
+// a command's own flags to the set.
+func parseOpsFlags(name string, args []string, withJSON bool, extra ...func(*flag.FlagSet)) (*opsFlags, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o := &opsFlags{}
@@ -48,6 +50,9 @@ func parseOpsFlags(name string, args []string, withJSON bool) (*opsFlags, error)
 	fs.StringVar(&o.auth.TLS.Key, "nats-tls-key", "", "client key file")
 	if withJSON {
 		fs.BoolVar(&o.json, "json", false, "print a JSON array of the agents' status")
+	}
+	for _, f := range extra {
+		f(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
