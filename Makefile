@@ -20,6 +20,7 @@ GCFLAGS ?=
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2")
 
 .PHONY: all build build-arm64 build-amd64 test race short lint tidy-check demo failover handover footprint fuzz fuzz-short deb clean
+.PHONY: transfer check-rules
 
 all: lint test build
 
@@ -84,6 +85,18 @@ handover:
 # size (of a static, stripped build for this machine).
 footprint:
 	$(GO) run ./internal/footprint
+
+# Planned handover by `transfer` (the leader keeps running), same measurement.
+transfer:
+	$(GO) run ./internal/failoverbench -trials $(TRIALS) -mode transfer
+
+# The Prometheus alerting rules: syntax, unit tests and the scrape config
+# that loads them (promtool: apt-get install prometheus).
+PROMTOOL ?= promtool
+check-rules:
+	$(PROMTOOL) check rules deploy/prometheus/alerts.yml
+	cd deploy/prometheus && $(PROMTOOL) test rules alerts_test.yml
+	$(PROMTOOL) check config deploy/prometheus/scrape.yml
 
 # Native fuzzing, FUZZTIME per target (CI runs fuzz-short).
 FUZZTIME ?= 10m

@@ -380,7 +380,8 @@ func (d *Duty) failed(ctx context.Context, log *slog.Logger, now time.Time, ran 
 	if len(d.failures) >= d.cfg.MaxFailures {
 		log.Error("leader duty keeps failing: resigning so that another gateway takes over",
 			"failures", len(d.failures), "window", d.cfg.FailureWindow)
-		d.failures = nil
+		// The failures stay counted: leadership that comes back within the
+		// window (a preemption) resigns at the first failure.
 		go func() {
 			rctx, cancel := context.WithTimeout(context.Background(), d.a.cfg.SuspectAfter()+d.a.releaseWait)
 			defer cancel()

@@ -1,12 +1,15 @@
 // Command failoverbench measures crash failover and graceful handover of real
-// edge-agent processes on one real NATS server: it SIGKILLs (or SIGTERMs) the
-// leader, then polls every survivor's /status until all report the same new
-// leader in a higher term. It prints p50/p99 over the trials.
+// edge-agent processes on one real NATS server: it SIGKILLs (-mode kill) or
+// SIGTERMs (-mode term) the leader, or asks it over NATS to hand over to
+// another member (-mode transfer, as `edge-agent transfer` does; the leader
+// keeps running), then polls every agent's /status until all report the
+// same new leader in a higher term. It prints p50/p99 over the trials.
 //
-//	go run ./internal/failoverbench -trials 30 -agents 5 -heartbeat 100ms -misses 3
+//	go run ./internal/failoverbench -trials 30 -agents 5 -heartbeat 100ms -misses 3 -mode transfer
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +18,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/journalcheck"
 )
@@ -24,7 +30,7 @@ func main() {
 	n := flag.Int("agents", 5, "agents in the group")
 	hb := flag.Duration("heartbeat", 100*time.Millisecond, "heartbeat period H")
 	misses := flag.Int("misses", 3, "missed heartbeats k before suspicion")
-	mode := flag.String("mode", "kill", "kill (SIGKILL, crash) or term (SIGTERM, graceful handover)")
+	mode := flag.String("mode", "kill", "kill (SIGKILL, crash), term (SIGTERM, graceful handover) or transfer (planned handover to another member)")
 	poll := flag.Duration("poll", time.Millisecond, "status polling interval")
 	verbose := flag.Bool("v", false, "print the agents' logs")
 	fast := flag.Bool("fast", false, "give the agents system-account access: crash failover on the server's disconnect advisories")
@@ -37,8 +43,8 @@ func main() {
 }
 
 func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Duration, verbose, fast, cluster bool) error {
-	if mode != "kill" && mode != "term" {
-		return fmt.Errorf("-mode must be kill or term")
+	if mode != "kill" && mode != "term" && mode != "transfer" {
+		return fmt.Errorf("-mode must be kill, term or transfer")
 	}
 	dir, err := os.MkdirTemp("", "failoverbench-")
 	if err != nil {
@@ -88,6 +94,17 @@ func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Dur
 	if err := site.StartAll(); err != nil {
 		return err
 	}
+	var nc *nats.Conn
+	if mode == "transfer" {
+		url := site.NATSURL
+		for _, u := range site.ClientURLs { // a clustered site: any gateway's server
+			url = u
+		}
+		if nc, err = nats.Connect(url, nats.Name("failoverbench")); err != nil {
+			return err
+		}
+		defer nc.Close()
+	}
 	ids := site.IDs()
 	cur, err := site.WaitAgreement(ids, "", 0, 5*time.Millisecond, 30*time.Second)
 	if err != nil {
@@ -107,22 +124,31 @@ func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Dur
 				survivors = append(survivors, id)
 			}
 		}
+		waitFor := survivors
 		t0 := time.Now()
-		if mode == "kill" {
+		switch mode {
+		case "kill":
 			err = site.Kill(victim)
-		} else {
+		case "term":
 			err = site.Terminate(victim)
+		case "transfer":
+			waitFor = ids // the old leader keeps running and must agree too
+			err = transfer(nc, site.Group, survivors[rand.N(len(survivors))])
 		}
 		if err != nil {
-			return fmt.Errorf("trial %d: stop %s: %w", i, victim, err)
+			return fmt.Errorf("trial %d: %s %s: %w", i, mode, victim, err)
 		}
-		next, err := site.WaitAgreement(survivors, victim, cur.Term, poll, 30*time.Second)
+		next, err := site.WaitAgreement(waitFor, victim, cur.Term, poll, 30*time.Second)
 		if err != nil {
 			return fmt.Errorf("trial %d: %w", i, err)
 		}
 		d := next.At.Sub(t0)
 		samples = append(samples, d)
 		fmt.Printf("trial %2d: %s -> %s term %d->%d in %6.1f ms\n", i+1, victim, next.Leader, cur.Term, next.Term, ms(d))
+		if mode == "transfer" {
+			cur = next
+			continue
+		}
 		if _, err := site.Start(victim); err != nil {
 			return err
 		}
@@ -163,4 +189,22 @@ func report(w io.Writer, samples []time.Duration) {
 	slices.Sort(s)
 	fmt.Fprintf(w, "\ntrials %d: min %.1f ms, p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms\n",
 		len(s), ms(s[0]), ms(percentile(s, 50)), ms(percentile(s, 90)), ms(percentile(s, 99)), ms(s[len(s)-1]))
+}
+
+// transfer asks the group's leader to hand over to nominee, as
+// `edge-agent transfer` does, and waits for its answer.
+func transfer(nc *nats.Conn, group, nominee string) error {
+	body, _ := json.Marshal(agent.ControlRequest{Nominee: nominee})
+	msg, err := nc.Request(agent.ControlSubject(agent.DefaultSubjectPrefix, group, "transfer"), body, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	var r agent.ControlReply
+	if err := json.Unmarshal(msg.Data, &r); err != nil {
+		return err
+	}
+	if !r.OK {
+		return fmt.Errorf("%s refused: %s", r.ID, r.Error)
+	}
+	return nil
 }

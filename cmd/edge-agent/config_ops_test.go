@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/edge"
+)
+
+const opsYAML = `pushgateway:
+  url: http://pgw.example:9091
+  interval: 30s
+  job: edge
+leader:
+  command: [/usr/bin/plc-poller, --bus, "line 3"]
+  grace: 500ms
+  on_elected: /usr/lib/edge/vip up
+  on_demoted: ["/usr/lib/edge/vip", "down"]
+  hook_timeout: 5s
+  max_failures: 3
+  failure_window: 2m
+`
+
+func TestLoadOpsConfig(t *testing.T) {
+	path := writeConfig(t, baseYAML(nil, strings.Split(strings.TrimSpace(opsYAML), "\n")...))
+	rc, err := loadCheckConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPush := edge.PushConfig{URL: "http://pgw.example:9091", Job: "edge", Interval: 30 * time.Second,
+		Timeout: 10 * time.Second, RetryMin: time.Second, RetryMax: 30 * time.Second}
+	if !reflect.DeepEqual(rc.Push, wantPush) {
+		t.Errorf("push:\n got %+v\nwant %+v", rc.Push, wantPush)
+	}
+	d := rc.Duty
+	if strings.Join(d.Command, "|") != "/usr/bin/plc-poller|--bus|line 3" ||
+		strings.Join(d.OnElected, "|") != "/usr/lib/edge/vip|up" || strings.Join(d.OnDemoted, "|") != "/usr/lib/edge/vip|down" ||
+		d.Grace != 500*time.Millisecond || d.HookTimeout != 5*time.Second || d.MaxFailures != 3 || d.FailureWindow != 2*time.Minute {
+		t.Errorf("duty: %+v", d)
+	}
+
+	// Flags override the file; a command flag is a list or words.
+	rc, err = loadRunConfig([]string{"--config", path, "--pushgateway-url", "https://other:9091", "--push-interval", "5s",
+		"--leader-command", `["/bin/sh", "-c", "exec poller --x"]`, "--leader-grace", "1s", "--leader-on-elected", "logger elected"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Push.URL != "https://other:9091" || rc.Push.Interval != 5*time.Second || rc.Push.Job != "edge" ||
+		strings.Join(rc.Duty.Command, "|") != "/bin/sh|-c|exec poller --x" || rc.Duty.Grace != time.Second ||
+		strings.Join(rc.Duty.OnElected, "|") != "logger|elected" {
+		t.Errorf("flags: %+v %+v", rc.Push, rc.Duty)
+	}
+
+	// Nothing configured: no push, no duty (zero values).
+	rc, err = loadRunConfig(baseFlags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rc.Push, edge.PushConfig{}) || !reflect.DeepEqual(rc.Duty, agent.DutyConfig{}) {
+		t.Errorf("defaults: %+v %+v", rc.Push, rc.Duty)
+	}
+	// The default grace fits in the lease.
+	rc, err = loadRunConfig(withFlags("--leader-command", "poller"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := rc.Duty.Grace; g <= 0 || g >= rc.Agent.Lease {
+		t.Errorf("default grace %s, lease %s", g, rc.Agent.Lease)
+	}
+}
+
+func TestOpsConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra []string // config file lines after the base ones (line 6 on)
+		args  []string // flags after --config
+		want  string
+	}{
+		{name: "grace not shorter than the lease", extra: []string{"leader: {command: [x], grace: 5s}"},
+			want: "line 6: leader.grace: 5s must be positive and shorter than the lease"},
+		{name: "grace flag", args: []string{"--leader-command", "x", "--leader-grace", "1h"}, want: "--leader-grace: 1h0m0s must be positive and shorter"},
+		{name: "bad grace", extra: []string{"leader:", "  grace: soon"}, want: "line 7: leader.grace: \"soon\" is not a duration"},
+		{name: "unknown leader key", extra: []string{"leader:", "  commandd: [x]"},
+			want: "line 7: field leader.commandd not found (leader takes command, grace, on_elected"},
+		{name: "leader not a mapping", extra: []string{"leader: run-this"}, want: "leader: must be a mapping"},
+		{name: "command element", extra: []string{"leader:", "  command: [x, [y]]"}, want: "line 7: leader.command: each element must be a string"},
+		{name: "empty program", args: []string{"--leader-command", `["", "x"]`}, want: "--leader-command: "},
+		{name: "bad list", args: []string{"--leader-command", `[x, "y`}, want: "--leader-command: "},
+		{name: "max failures", args: []string{"--leader-command", "x", "--leader-max-failures", "-2"}, want: "--leader-max-failures: -2 is not positive"},
+		{name: "push url scheme", extra: []string{"pushgateway: {url: 'pgw:9091'}"}, want: "line 6: pushgateway.url: \"pgw:9091\": the scheme must be http:// or https://"},
+		{name: "push url path", args: []string{"--pushgateway-url", "http://pgw:9091/metrics/job/x"}, want: "--pushgateway-url: "},
+		{name: "push interval", args: []string{"--pushgateway-url", "http://pgw:9091", "--push-interval", "1ms"},
+			want: "--push-interval: 1ms is outside 100ms..1h"},
+		{name: "unknown push key", extra: []string{"pushgateway:", "  url: http://x", "  intervall: 1s"}, want: "line 8: field pushgateway.intervall not found"},
+		{name: "push job", args: []string{"--pushgateway-url", "http://pgw:9091", "--pushgateway-job", "a/b"}, want: "--pushgateway-job: \"a/b\" contains a '/'"},
+	} {
+		path := writeConfig(t, baseYAML(nil, tc.extra...))
+		_, err := loadRunConfig(append([]string{"--config", path}, tc.args...))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want it to contain %q", tc.name, err, tc.want)
+			continue
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error is not one line: %q", tc.name, err)
+		}
+	}
+}
+
+func TestCheckConfigDescribesOps(t *testing.T) {
+	path := writeConfig(t, baseYAML(nil, strings.Split(strings.TrimSpace(opsYAML), "\n")...))
+	var out, errOut bytes.Buffer
+	if code := run([]string{"check-config", "--config", path}, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"pushing metrics to http://pgw.example:9091 every 30s (job edge, group site-a, instance gw1)",
+		"leader duty: /usr/bin/plc-poller --bus line 3 (grace 500ms, resign after 3 failures within 2m0s)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("check-config output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
