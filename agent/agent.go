@@ -139,6 +139,7 @@ type Agent struct {
 	duty        *Duty
 	releaseWait time.Duration
 	leadDone    chan struct{} // loop-owned: closed once this leadership's work returned
+	leadPlanned *atomic.Bool  // loop-owned: set when this leadership ends by a planned handover
 	watchers    watchers
 }
 

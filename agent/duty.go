@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -136,8 +137,8 @@ type Duty struct {
 	sem chan struct{} // held by the leadership whose processes run
 
 	mu       sync.Mutex
-	lastHook chan struct{} // closed when the last queued hook finished
-	failures []time.Time   // guarded by sem: exits while leading, within the window
+	lastHook chan struct{}   // closed when the last queued hook finished
+	failures []time.Duration // guarded by sem: when the command failed (agent's monotonic clock), within the window
 
 	wg sync.WaitGroup // leaderships and hooks in flight
 }
@@ -197,7 +198,7 @@ func (d *Duty) env(term uint64, event string) []string {
 // supervision until ctx ends or the lease is about to run out, then queues
 // OnDemoted. Only one leadership's processes run at a time: a new one waits
 // until the previous command is gone.
-func (d *Duty) lead(ctx context.Context, term uint64) {
+func (d *Duty) lead(ctx context.Context, term uint64, planned *atomic.Bool) {
 	select {
 	case d.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -208,7 +209,8 @@ func (d *Duty) lead(ctx context.Context, term uint64) {
 		return
 	}
 	log := d.a.log.With("term", term)
-	// on_demoted runs for a leadership whose on_elected ran (or was due):
+	// on_demoted runs for a leadership whose on_elected started (or, with
+	// none, that got this far):
 	// the hook chain orders the two, so began is set before on_demoted
 	// reads it.
 	began := false
@@ -216,8 +218,7 @@ func (d *Duty) lead(ctx context.Context, term uint64) {
 		if ctx.Err() != nil {
 			return // over before it began
 		}
-		began = true
-		d.runHook(ctx, log, "on_elected", d.cfg.OnElected, d.env(term, "elected"))
+		began = len(d.cfg.OnElected) == 0 || d.runHook(ctx, log, "on_elected", d.cfg.OnElected, d.env(term, "elected"))
 	})
 	defer d.queueHook(func() {
 		if began {
@@ -233,14 +234,15 @@ func (d *Duty) lead(ctx context.Context, term uint64) {
 		<-ctx.Done()
 		return
 	}
-	d.supervise(ctx, log, d.env(term, ""))
+	d.supervise(ctx, log, d.env(term, ""), planned)
 }
 
 // leaseClock follows this leadership's lease end from outside the agent's
-// loop, so the duty is stopped in time even if the loop is stuck.
+// loop, so the duty is stopped in time even if the loop is stuck. Times are
+// on the agent's monotonic clock (Agent.mono), as the lease is.
 type leaseClock struct {
 	a   *Agent
-	end time.Time
+	end time.Duration
 }
 
 // refresh moves the known lease end forward if the agent renewed it.
@@ -248,14 +250,18 @@ func (l *leaseClock) refresh() {
 	if !l.a.leading.Load() {
 		return
 	}
-	if end := l.a.start.Add(time.Duration(l.a.leaseEnd.Load())); end.After(l.end) {
-		l.end = end
-	}
+	l.end = max(l.end, time.Duration(l.a.leaseEnd.Load()))
 }
 
 // supervise runs the command while ctx lives and the lease is not about to
 // run out, restarting it with backoff, and resigns after repeated failures.
-func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string) {
+//
+// With fast failover the members may elect a successor the moment the
+// server reports this leader's connection closed (a fence later its duty
+// starts), so then the command is SIGKILLed at once when the connection is
+// down or leadership ends other than by a planned handover (planned set):
+// there is no time for a grace.
+func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string, planned *atomic.Bool) {
 	tick := d.a.cfg.Tick()
 	// softLead: SIGTERM this long before the lease ends, if not renewed. A
 	// healthy lease renews each heartbeat, so it gets down to about
@@ -266,6 +272,7 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string) {
 	// hardLead: SIGKILL this long (a tick) before the lease ends.
 	hardLead := max(tick, time.Millisecond)
 	poll := max(tick, time.Millisecond)
+	fast := !d.a.noFast && (d.a.nc != nil || d.a.routes != nil)
 	lc := leaseClock{a: d.a}
 	lc.refresh()
 
@@ -278,10 +285,10 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string) {
 	)
 	var (
 		child     *dutyProc
-		stopping  bool // SIGTERM sent
-		killed    bool // SIGKILL sent
-		killAt    time.Time
-		nextStart time.Time
+		stopping  bool          // SIGTERM sent
+		killed    bool          // SIGKILL sent
+		killAt    time.Duration // all on the agent's monotonic clock
+		nextStart time.Duration
 		starts    int
 		resigned  bool
 		why       string
@@ -290,30 +297,42 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		now := time.Now()
+		now := d.a.mono()
 		live := ctx.Err() == nil
 		if live {
 			lc.refresh()
 		}
-		soft, hard := lc.end.Add(-softLead), lc.end.Add(-hardLead)
-		keep := live && now.Before(soft) && now.Before(hard)
+		soft, hard := lc.end-softLead, lc.end-hardLead
+		connDown := fast && d.a.nc != nil && !d.a.nc.IsConnected()
+		if connDown || (fast && !live && !planned.Load()) {
+			hard = now // others may be electing already: no grace
+		}
+		keep := live && !connDown && now < soft && now < hard
 		switch {
 		case child != nil && !keep && !stopping:
-			why = "leadership ended"
-			if live {
+			switch {
+			case connDown:
+				why = "NATS connection down (fast failover)"
+			case !live:
+				why = "leadership ended"
+			default:
 				why = "lease about to run out"
 			}
-			log.Info("stopping leader duty", "reason", why, "pid", child.pid, "grace", min(d.cfg.Grace, max(0, hard.Sub(now))))
+			log.Info("stopping leader duty", "reason", why, "pid", child.pid, "grace", min(d.cfg.Grace, max(0, hard-now)))
 			child.signal(syscall.SIGTERM)
-			stopping, killAt = true, earliest(now.Add(d.cfg.Grace), hard)
-		case child != nil && stopping && !killed && !now.Before(killAt):
+			stopping, killAt = true, min(now+d.cfg.Grace, hard)
+			if now >= killAt {
+				child.signal(syscall.SIGKILL)
+				killed = true
+			}
+		case child != nil && stopping && !killed && now >= killAt:
 			log.Warn("leader duty still running: killing its process group", "pid", child.pid, "reason", why)
 			child.signal(syscall.SIGKILL)
 			killed = true
 		case child == nil && !live:
 			return
-		case child == nil && keep && !resigned && !now.Before(nextStart):
-			p, err := startDutyProc(d.cfg.Command, env, d.cfg.Dir, d.cfg.Stdout, d.cfg.Stderr)
+		case child == nil && keep && !resigned && now >= nextStart && d.a.IsLeader():
+			p, err := startDutyProc(d.cfg.Command, env, d.cfg.Dir, d.cfg.Stdout, d.cfg.Stderr, now)
 			starts++
 			if starts > 1 {
 				d.a.m.dutyRestarts.Inc()
@@ -328,17 +347,17 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string) {
 			log.Info("leader duty started", "pid", p.pid, "command", d.cfg.Command[0])
 		}
 
-		wake := now.Add(poll)
+		wake := now + poll
 		if keep {
-			wake = earliest(wake, soft, hard)
+			wake = min(wake, soft, hard)
 		}
 		if child != nil && stopping && !killed {
-			wake = earliest(wake, killAt)
+			wake = min(wake, killAt)
 		}
-		if child == nil && keep && !resigned && now.Before(nextStart) {
-			wake = earliest(wake, nextStart)
+		if child == nil && keep && !resigned && now < nextStart {
+			wake = min(wake, nextStart)
 		}
-		timer.Reset(max(0, time.Until(wake)))
+		timer.Reset(max(0, wake-d.a.mono()))
 		var exited chan struct{}
 		if child != nil {
 			exited = child.done
@@ -350,15 +369,15 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string) {
 		case <-exited:
 			child.signal(syscall.SIGKILL) // whatever is left of its group
 			d.a.m.dutyRunning.Set(0)
-			ran := time.Since(child.started)
+			ran := d.a.mono() - child.started
 			if stopping {
-				log.Info("leader duty stopped", "pid", child.pid, "ran", ran.Round(time.Millisecond), "exit", exitText(child.err))
+				log.Info("leader duty stopped", "pid", child.pid, "ran", ran, "exit", exitText(child.err))
 				child = nil
 				continue
 			}
-			log.Warn("leader duty exited while leading", "pid", child.pid, "ran", ran.Round(time.Millisecond), "exit", exitText(child.err))
+			log.Warn("leader duty exited while leading", "pid", child.pid, "ran", ran, "exit", exitText(child.err))
 			child = nil
-			resigned, nextStart = d.failed(ctx, log, time.Now(), ran, bo)
+			resigned, nextStart = d.failed(ctx, log, d.a.mono(), ran, bo)
 		}
 	}
 }
@@ -366,13 +385,13 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string) {
 // failed records a failure of the command (an exit while leading, or a
 // failed start) and decides: resign after MaxFailures within the window, or
 // restart after the backoff.
-func (d *Duty) failed(ctx context.Context, log *slog.Logger, now time.Time, ran time.Duration, bo *backoff.ExponentialBackOff) (resigned bool, nextStart time.Time) {
+func (d *Duty) failed(ctx context.Context, log *slog.Logger, now, ran time.Duration, bo *backoff.ExponentialBackOff) (resigned bool, nextStart time.Duration) {
 	if ran >= d.cfg.FailureWindow {
 		bo.Reset()
 	}
 	kept := d.failures[:0]
 	for _, t := range d.failures {
-		if now.Sub(t) < d.cfg.FailureWindow {
+		if now-t < d.cfg.FailureWindow {
 			kept = append(kept, t)
 		}
 	}
@@ -389,11 +408,11 @@ func (d *Duty) failed(ctx context.Context, log *slog.Logger, now time.Time, ran 
 				log.Warn("resign after duty failures", "err", err)
 			}
 		}()
-		return true, time.Time{}
+		return true, 0
 	}
 	wait := bo.NextBackOff()
-	log.Info("restarting leader duty", "in", wait.Round(time.Millisecond), "failures", len(d.failures))
-	return false, now.Add(wait)
+	log.Info("restarting leader duty", "in", wait, "failures", len(d.failures))
+	return false, now + wait
 }
 
 // queueHook runs f after every hook queued before it, so that on_elected
@@ -418,9 +437,9 @@ func (d *Duty) queueHook(f func()) <-chan struct{} {
 
 // runHook runs argv (if any) to completion, killing its process group when
 // ctx ends or the hook timeout passes.
-func (d *Duty) runHook(ctx context.Context, log *slog.Logger, name string, argv, env []string) {
+func (d *Duty) runHook(ctx context.Context, log *slog.Logger, name string, argv, env []string) (started bool) {
 	if len(argv) == 0 {
-		return
+		return false
 	}
 	hctx, cancel := context.WithTimeout(ctx, d.cfg.HookTimeout)
 	defer cancel()
@@ -429,12 +448,12 @@ func (d *Duty) runHook(ctx context.Context, log *slog.Logger, name string, argv,
 	cmd.SysProcAttr = dutySysProcAttr()
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
-	start := time.Now()
+	start := d.a.mono()
 	err := cmd.Run()
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever is left of its group
 	}
-	took := time.Since(start).Round(time.Millisecond)
+	took := d.a.mono() - start
 	switch {
 	case hctx.Err() != nil && ctx.Err() == nil:
 		log.Warn("hook timed out and was killed", "hook", name, "timeout", d.cfg.HookTimeout)
@@ -443,17 +462,18 @@ func (d *Duty) runHook(ctx context.Context, log *slog.Logger, name string, argv,
 	default:
 		log.Info("hook ran", "hook", name, "took", took)
 	}
+	return cmd.Process != nil
 }
 
 // dutyProc is a running command, leader of its own process group.
 type dutyProc struct {
 	pid     int
-	started time.Time
+	started time.Duration // on the agent's monotonic clock
 	done    chan struct{} // closed once the command exited and was reaped
 	err     error         // Wait's result, set before done is closed
 }
 
-func startDutyProc(argv, env []string, dir string, stdout, stderr io.Writer) (*dutyProc, error) {
+func startDutyProc(argv, env []string, dir string, stdout, stderr io.Writer, now time.Duration) (*dutyProc, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, dir, stdout, stderr
 	cmd.SysProcAttr = dutySysProcAttr()
@@ -461,7 +481,7 @@ func startDutyProc(argv, env []string, dir string, stdout, stderr io.Writer) (*d
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &dutyProc{pid: cmd.Process.Pid, started: time.Now(), done: make(chan struct{})}
+	p := &dutyProc{pid: cmd.Process.Pid, started: now, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -479,13 +499,4 @@ func exitText(err error) string {
 		return "status 0"
 	}
 	return err.Error()
-}
-
-func earliest(t time.Time, ts ...time.Time) time.Time {
-	for _, u := range ts {
-		if u.Before(t) {
-			t = u
-		}
-	}
-	return t
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edge-agent/edge-agent/election"
@@ -28,29 +29,37 @@ func WithReleaseWait(d time.Duration) Option {
 
 // startLeaderWork starts what runs while this agent leads: the
 // OnStartedLeading callback (through the notifier, so it keeps its place
-// among the callbacks) and the duty (at once, on a goroutine of its own: a
-// slow callback must not delay it). It returns a channel closed once all of
-// it returned, or nil if there is nothing to wait for.
+// among the callbacks) and the duty (on a goroutine of its own: a slow
+// callback must not delay it). Both start once the fast-failover fence
+// passed (see Config.Fence): a leader elected on a disconnect advisory does
+// not act before then. It returns a channel closed once all of it returned,
+// or nil if there is nothing to wait for.
 func (a *Agent) startLeaderWork(ctx context.Context, term uint64) chan struct{} {
+	a.leadPlanned = new(atomic.Bool)
 	f := a.cb.OnStartedLeading
 	if f == nil && a.duty == nil {
 		return nil
 	}
+	fence := time.Duration(a.actAfter.Load())
 	var wg sync.WaitGroup
 	if f != nil {
 		wg.Add(1)
 		a.notify.push(func() {
 			go func() {
 				defer wg.Done()
+				a.waitFence(ctx, fence)
 				f(ctx, term)
 			}()
 		})
 	}
 	if a.duty != nil {
 		wg.Add(1)
+		planned := a.leadPlanned
 		go func() {
 			defer wg.Done()
-			a.duty.lead(ctx, term)
+			if a.waitFence(ctx, fence) {
+				a.duty.lead(ctx, term, planned)
+			}
 		}()
 	}
 	done := make(chan struct{})
@@ -59,6 +68,20 @@ func (a *Agent) startLeaderWork(ctx context.Context, term uint64) chan struct{} 
 		close(done)
 	}()
 	return done
+}
+
+// waitFence waits until the monotonic time fence (or ctx ends) and reports
+// whether ctx is still live.
+func (a *Agent) waitFence(ctx context.Context, fence time.Duration) bool {
+	if wait := fence - a.mono(); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	return ctx.Err() == nil
 }
 
 // release ends this agent's leadership on its side before a planned
@@ -72,6 +95,9 @@ func (a *Agent) startLeaderWork(ctx context.Context, term uint64) chan struct{} 
 // that much longer to be gone before anyone else starts it.
 func (a *Agent) release(why string) bool {
 	budget := min(a.releaseWait, a.LeaseRemaining())
+	if a.leadPlanned != nil {
+		a.leadPlanned.Store(true) // the duty may stop gracefully
+	}
 	a.stopLeading(why)
 	done := a.leadDone
 	a.leadDone = nil
@@ -85,10 +111,10 @@ func (a *Agent) release(why string) bool {
 	}
 	t := time.NewTimer(max(0, budget))
 	defer t.Stop()
-	start := time.Now()
+	start := a.mono()
 	select {
 	case <-done:
-		a.log.Debug("leader work stopped before the handover", "took", time.Since(start))
+		a.log.Debug("leader work stopped before the handover", "took", a.mono()-start)
 		return true
 	case <-t.C:
 		a.log.Warn("leader work still running when the lease ends: not announcing the handover; the members elect a successor once they miss the heartbeats",

@@ -41,6 +41,10 @@ var allowedClockUse = map[string]string{
 	"agent/agent.go: Run: time.Now":    "the algorithm guard's refusal window: now+d compared with Before, monotonic",
 	"agent/agent.go: Status: time.Now": "the report's timestamp, shown to operators, never compared",
 	"agent/agent.go: Status: UTC":      "the report's timestamp only",
+	// A LeaderChange carries the wall time it was seen, for operators
+	// (edge-agent watch); nothing compares it. The duty measures on mono.
+	"agent/watch.go: leaderChange: time.Now": "the change's timestamp, shown to operators, never compared",
+	"agent/watch.go: leaderChange: UTC":      "the change's timestamp only",
 	// The leadership journal (an audit log, and the fault tests' record)
 	// stamps lines with wall time so that journals of several agents can be
 	// merged; the agent writes it and never reads it back.
