@@ -2,8 +2,8 @@
 // gateways rather than the election itself: the embedded nats-server that
 // lets an offline site work with no other infrastructure, the credentials of
 // the agent's NATS connection, systemd notify and watchdog support, bus
-// permissions for the election subjects, and (as they are added) the
-// Prometheus Pushgateway pusher and config files on disk.
+// permissions for the election subjects, and the Prometheus Pushgateway
+// pusher.
 //
 // Nothing here knows about elections. The agent package uses edge to obtain
 // a NATS connection to carry its messages; the election protocol never sees
@@ -27,4 +27,12 @@
 // SystemdNotifier speaks sd_notify for a Type=notify unit: READY=1 once the
 // agent has joined its group, WATCHDOG=1 only while its election loop is
 // healthy, STOPPING=1 on shutdown.
+//
+// # Pushgateway
+//
+// Pusher pushes a gatherer's metrics (PrefixGatherer: the agent's
+// edge_election_ series) to a Pushgateway under job, group and instance:
+// periodically, at once on Trigger (the binary triggers on every leader
+// change), with exponential backoff while the Pushgateway cannot be reached,
+// and a last time on shutdown, keeping the group rather than deleting it.
 package edge
