@@ -25,6 +25,9 @@ const PushgatewayBin = "/usr/bin/prometheus-pushgateway"
 // Debian path, or prometheus-pushgateway or pushgateway on $PATH.
 func FindPushgateway() (string, error) {
 	if p := os.Getenv("PUSHGATEWAY_BIN"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("PUSHGATEWAY_BIN: %w", err)
+		}
 		return p, nil
 	}
 	if _, err := os.Stat(PushgatewayBin); err == nil {
