@@ -101,7 +101,7 @@ func newSecureSite(t *testing.T) *secureSite {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
-		a, err := agent.New(agent.Config{ID: m.ID, Group: secGroup, Members: members, Heartbeat: 250 * time.Millisecond,
+		a, err := agent.New(agent.Config{ID: m.ID, Group: secGroup, Members: members, Heartbeat: time.Second,
 			StateDir: filepath.Join(dir, m.ID), SigningSeedFile: seedFile, MemberKeys: keys},
 			agent.WithNATS(nc), agent.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 		if err != nil {
@@ -309,7 +309,7 @@ func TestSecurityWrongKeyReplayAndGarbageChangeNothing(t *testing.T) {
 	for id := range s.agents {
 		t.Logf("%s: unsigned %.0f, inbox_full %.0f", id, s.bad(id, "unsigned"), s.bad(id, "inbox_full"))
 	}
-	time.Sleep(time.Second) // a few heartbeats: let any effect of the flood show
+	time.Sleep(2 * time.Second) // two heartbeats: let any effect of the flood show
 	s.unchanged(t, term)
 	for id, a := range s.agents {
 		if !a.Healthy() {
