@@ -75,7 +75,7 @@ func newTestSite(t *testing.T, n int) *testSite {
 }
 
 func (s *testSite) start(id string, members []election.Member) {
-	cfg := Config{ID: id, Group: "site", Members: members, Heartbeat: 20 * time.Millisecond, StateDir: s.t.TempDir(), HoldDown: time.Hour}
+	cfg := Config{ID: id, Group: "site", Members: members, Heartbeat: 50 * time.Millisecond, StateDir: s.t.TempDir(), HoldDown: time.Hour}
 	rec := &recorder{}
 	a, err := New(cfg, WithTransport(s.net.Join(id)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		WithCallbacks(Callbacks{

@@ -22,7 +22,7 @@ func newRingSite(t *testing.T, n int) *testSite {
 	}
 	for _, m := range members {
 		cfg := Config{ID: m.ID, Group: "site", Members: members, Algorithm: AlgorithmRing,
-			Heartbeat: 20 * time.Millisecond, StateDir: t.TempDir(), HoldDown: time.Hour}
+			Heartbeat: 50 * time.Millisecond, StateDir: t.TempDir(), HoldDown: time.Hour}
 		a, err := New(cfg, WithTransport(s.net.Join(m.ID)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 		if err != nil {
 			t.Fatal(err)
