@@ -1,0 +1,222 @@
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// RoutePingInterval is how often the clustered servers of a Bus ping each
+// other over their route, and RouteMaxPingsOut how many unanswered pings
+// close it. A route that is cut (reset) is noticed at once; a black-holed
+// route only after about RoutePingInterval*(RouteMaxPingsOut+1). Agents never
+// depend on either: a leader keeps its lease only on acknowledgements from a
+// quorum, so how fast the servers notice a split changes recovery times,
+// never safety.
+const (
+	RoutePingInterval = 2 * time.Second
+	RouteMaxPingsOut  = 2
+)
+
+// Server is an in-process nats-server on loopback ports that stay the same
+// across restarts, so that clients and routes reconnect to it.
+type Server struct {
+	name   string
+	routes []*url.URL
+
+	mu          sync.Mutex
+	srv         *server.Server
+	clientPort  int
+	clusterPort int // 0 when not clustered
+	clustered   bool
+}
+
+// StartServer starts a nats-server named name on free loopback ports. A
+// clustered server also listens for routes, and solicits routes to the
+// given URLs (nats-route://host:port).
+func StartServer(name string, clustered bool, routes ...string) (*Server, error) {
+	s := &Server{name: name, clustered: clustered, clientPort: -1}
+	if clustered {
+		s.clusterPort = -1
+	}
+	for _, r := range routes {
+		u, err := url.Parse(r)
+		if err != nil {
+			return nil, fmt.Errorf("chaos: server %s: route %q: %w", name, r, err)
+		}
+		s.routes = append(s.routes, u)
+	}
+	if err := s.Start(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Start starts the server (again) on its ports.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		return fmt.Errorf("chaos: server %s already running", s.name)
+	}
+	opts := &server.Options{
+		ServerName: s.name,
+		Host:       "127.0.0.1",
+		Port:       s.clientPort,
+		NoLog:      true,
+		NoSigs:     true,
+	}
+	if s.clustered {
+		opts.Cluster = server.ClusterOpts{
+			Name:         "chaos",
+			Host:         "127.0.0.1",
+			Port:         s.clusterPort,
+			PingInterval: RoutePingInterval,
+			MaxPingsOut:  RouteMaxPingsOut,
+		}
+		opts.Routes = s.routes
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return fmt.Errorf("chaos: server %s: %w", s.name, err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return fmt.Errorf("chaos: server %s not ready", s.name)
+	}
+	s.srv = srv
+	s.clientPort = srv.Addr().(*net.TCPAddr).Port
+	if s.clustered {
+		ca := srv.ClusterAddr()
+		if ca == nil {
+			srv.Shutdown()
+			s.srv = nil
+			return fmt.Errorf("chaos: server %s has no cluster listener", s.name)
+		}
+		s.clusterPort = ca.Port
+	}
+	return nil
+}
+
+// Stop shuts the server down; its clients and routes see the connection
+// close.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	srv := s.srv
+	s.srv = nil
+	s.mu.Unlock()
+	if srv != nil {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}
+}
+
+// Restart stops the server, keeps it down for down, and starts it again on
+// the same ports.
+func (s *Server) Restart(down time.Duration) error {
+	s.Stop()
+	time.Sleep(down) // holding the fault for a chosen time
+	return s.Start()
+}
+
+// ClientAddr is host:port for clients.
+func (s *Server) ClientAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.clientPort))
+}
+
+// ClientURL is the client address as a NATS URL.
+func (s *Server) ClientURL() string { return "nats://" + s.ClientAddr() }
+
+// ClusterAddr is host:port for routes.
+func (s *Server) ClusterAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.clusterPort))
+}
+
+// NumRoutes is the number of route connections (0 while stopped).
+func (s *Server) NumRoutes() int {
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	if srv == nil {
+		return 0
+	}
+	return srv.NumRoutes()
+}
+
+// NumClients is the number of client connections (0 while stopped).
+func (s *Server) NumClients() int {
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	if srv == nil {
+		return 0
+	}
+	return srv.NumClients()
+}
+
+// Bus is the NATS side of a split-able site: two servers, A and B,
+// clustered by one route that B solicits through Route, a raw Proxy. Cutting
+// Route splits the bus in two while every client stays connected to its own
+// server.
+type Bus struct {
+	A, B  *Server
+	Route *Proxy
+}
+
+// NewBus starts A, the route proxy and B, and waits until the route is up.
+func NewBus(seed uint64) (*Bus, error) {
+	a, err := StartServer("A", true)
+	if err != nil {
+		return nil, err
+	}
+	route, err := NewProxy(ProxyConfig{Name: "route", Target: a.ClusterAddr(), Mode: Raw, Seed: seed})
+	if err != nil {
+		a.Stop()
+		return nil, err
+	}
+	b, err := StartServer("B", true, "nats-route://"+route.Addr())
+	if err != nil {
+		route.Close()
+		a.Stop()
+		return nil, err
+	}
+	bus := &Bus{A: a, B: b, Route: route}
+	if err := bus.WaitRouted(10 * time.Second); err != nil {
+		bus.Close()
+		return nil, err
+	}
+	return bus, nil
+}
+
+// Routed reports whether both servers have a route to each other.
+func (b *Bus) Routed() bool { return b.A.NumRoutes() > 0 && b.B.NumRoutes() > 0 }
+
+// WaitRouted polls until both servers are routed, or fails after timeout.
+func (b *Bus) WaitRouted(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for !b.Routed() {
+		if time.Now().After(deadline) {
+			return errors.New("chaos: servers A and B not routed within " + timeout.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
+
+// Close stops both servers and the route proxy.
+func (b *Bus) Close() {
+	b.B.Stop()
+	b.A.Stop()
+	b.Route.Close()
+}
