@@ -79,6 +79,11 @@ func (s *Server) Start() error {
 			Port:         s.clusterPort,
 			PingInterval: RoutePingInterval,
 			MaxPingsOut:  RouteMaxPingsOut,
+			// A clustered server advertises its peers' client URLs
+			// (connect_urls in INFO), and a client reconnects to them
+			// when its own server is unreachable: an agent whose proxy
+			// is cut would walk around the fault straight to a server.
+			NoAdvertise: true,
 		}
 		opts.Routes = s.routes
 	}

@@ -403,6 +403,13 @@ func TestRouteProxySplitsTheBus(t *testing.T) {
 	onA := connect(t, bus.A.ClientURL())
 	onB := connect(t, bus.B.ClientURL())
 	got := subscribe(t, onA, "x")
+	// A client behind a proxy must not learn the servers' own addresses, or
+	// it would reconnect around a cut proxy.
+	p := newProxy(t, bus.A.ClientAddr(), NATS)
+	behind := connect(t, p.URL())
+	if ds := behind.DiscoveredServers(); len(ds) != 0 {
+		t.Fatalf("a client behind a proxy discovered %v", ds)
+	}
 	seq := 0
 	delivered := func() bool {
 		seq++

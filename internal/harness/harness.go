@@ -256,6 +256,16 @@ func (s *Site) Running() []string {
 	return ids
 }
 
+// Exited reports whether the process has exited, and how.
+func (p *Proc) Exited() (bool, error) {
+	select {
+	case <-p.exited:
+		return true, p.exitErr
+	default:
+		return false, nil
+	}
+}
+
 // Kill sends SIGKILL to id and waits for it to die.
 func (s *Site) Kill(id string) error {
 	return s.signal(id, syscall.SIGKILL)
