@@ -1,0 +1,169 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// resignSpy passes messages through to a transport and records, at the
+// moment each RESIGN is handed to the transport, whether its agent still
+// reported itself leader. RESIGN lifts the members' stickiness: the
+// successor can be elected as soon as it arrives, so the resigning agent
+// must have stopped leading (IsLeader false, duty context cancelled)
+// before it leaves.
+//
+// After a RESIGN it also stalls the sender for a while, as a busy machine
+// would deschedule the process, and records whether another agent started
+// leading while this one still reported itself leader: two valid leases.
+type resignSpy struct {
+	Transport
+	agent  atomic.Pointer[Agent]
+	others func() []*Agent
+
+	mu      sync.Mutex
+	resigns []bool // IsLeader() when each RESIGN was sent
+	overlap bool
+}
+
+func (s *resignSpy) Send(m election.Message) error {
+	if m.Type != election.MsgResign {
+		return s.Transport.Send(m)
+	}
+	self := s.agent.Load()
+	leading := self.IsLeader()
+	err := s.Transport.Send(m)
+	overlap := false
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end) && !overlap; time.Sleep(time.Millisecond) {
+		for _, o := range s.others() {
+			if o != self && o.IsLeader() && self.IsLeader() {
+				overlap = true
+			}
+		}
+	}
+	s.mu.Lock()
+	s.resigns = append(s.resigns, leading)
+	s.overlap = s.overlap || overlap
+	s.mu.Unlock()
+	return err
+}
+
+func (s *resignSpy) sent() ([]bool, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]bool(nil), s.resigns...), s.overlap
+}
+
+type spiedAgent struct {
+	a      *Agent
+	spy    *resignSpy
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startSpied(t *testing.T, net *MemNetwork, id string, members []election.Member, holdDown time.Duration, others func() []*Agent) *spiedAgent {
+	t.Helper()
+	spy := &resignSpy{Transport: net.Join(id), others: others}
+	cfg := Config{ID: id, Group: "site", Members: members, Heartbeat: 20 * time.Millisecond,
+		StateDir: t.TempDir(), HoldDown: holdDown}
+	a, err := New(cfg, WithTransport(spy), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spy.agent.Store(a)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &spiedAgent{a: a, spy: spy, cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-s.done })
+	return s
+}
+
+// TestHandoverStopsLeadingBeforeRESIGNLeaves covers every way a leader
+// hands over: Resign, Transfer, a graceful stop (SIGTERM) and a hold-down
+// preemption by a returning higher-ranked member. In each, the leader must
+// report not-leader before its RESIGN reaches the transport.
+func TestHandoverStopsLeadingBeforeRESIGNLeaves(t *testing.T) {
+	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
+	leaderOf := func(as []*Agent) *Agent {
+		for _, a := range as {
+			if a.IsLeader() {
+				return a
+			}
+		}
+		return nil
+	}
+	for _, how := range []string{"resign", "transfer", "stop", "preemption"} {
+		t.Run(how, func(t *testing.T) {
+			net := NewMemNetwork()
+			var mu sync.Mutex
+			as := map[string]*spiedAgent{}
+			all := func() []*Agent {
+				mu.Lock()
+				defer mu.Unlock()
+				var r []*Agent
+				for _, s := range as {
+					r = append(r, s.a)
+				}
+				return r
+			}
+			ids := []string{"gw1", "gw2", "gw3"}
+			if how == "preemption" {
+				ids = ids[:2] // gw3 joins later and takes over after the hold-down
+			}
+			for _, id := range ids {
+				s := startSpied(t, net, id, members, 100*time.Millisecond, all)
+				mu.Lock()
+				as[id] = s
+				mu.Unlock()
+			}
+			waitFor(t, 5*time.Second, "a leader", func() bool { return leaderOf(all()) != nil })
+			leader := leaderOf(all())
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			switch how {
+			case "resign":
+				if err := leader.Resign(ctx); err != nil {
+					t.Fatal(err)
+				}
+			case "transfer":
+				to := "gw1"
+				if leader.cfg.ID == "gw1" {
+					to = "gw2"
+				}
+				if err := leader.Transfer(ctx, to); err != nil {
+					t.Fatal(err)
+				}
+			case "stop":
+				s := as[leader.cfg.ID]
+				s.cancel()
+				if err := <-s.done; err != nil {
+					t.Fatal(err)
+				}
+				s.done <- nil // for Cleanup
+			case "preemption":
+				s := startSpied(t, net, "gw3", members, 100*time.Millisecond, all)
+				mu.Lock()
+				as["gw3"] = s
+				mu.Unlock()
+				waitFor(t, 5*time.Second, "gw3 to take over", s.a.IsLeader)
+			}
+			spy := as[leader.cfg.ID].spy
+			waitFor(t, 5*time.Second, "the RESIGN", func() bool { r, _ := spy.sent(); return len(r) > 0 })
+			resigns, overlap := spy.sent()
+			for i, leading := range resigns {
+				if leading {
+					t.Errorf("RESIGN %d left %s while it still reported itself leader", i, leader.cfg.ID)
+				}
+			}
+			if overlap {
+				t.Errorf("while %s was stalled right after its RESIGN, a successor led and %s still reported itself leader: two valid leases", leader.cfg.ID, leader.cfg.ID)
+			}
+		})
+	}
+}
