@@ -64,9 +64,10 @@ type ProxyConfig struct {
 
 // DirStats counts what one direction carried.
 type DirStats struct {
-	Frames  uint64 // frames (NATS) or chunks (Raw) forwarded
-	Bytes   uint64
-	Dropped uint64 // PUB/MSG frames dropped
+	Frames   uint64 // frames (NATS) or chunks (Raw) forwarded
+	Bytes    uint64
+	Messages uint64 // PUB/MSG frames let through (NATS)
+	Dropped  uint64 // PUB/MSG frames dropped (NATS)
 }
 
 // Stats counts what a Proxy did.
@@ -342,13 +343,16 @@ func (p *Proxy) admit(d Direction, f frame) (release time.Time, drop bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	i := dirIndex(d)
-	if f.message && p.drop[i] > 0 && p.rng.Float64() < p.drop[i] {
-		if d == Up {
-			p.stats.Up.Dropped++
-		} else {
-			p.stats.Down.Dropped++
+	s := &p.stats.Up
+	if d == Down {
+		s = &p.stats.Down
+	}
+	if f.message {
+		if p.drop[i] > 0 && p.rng.Float64() < p.drop[i] {
+			s.Dropped++
+			return time.Time{}, true
 		}
-		return time.Time{}, true
+		s.Messages++
 	}
 	ds := p.delay[i]
 	wait := ds.base
