@@ -99,6 +99,15 @@ func (b *bully) step(m Message) error {
 			return nil // only higher-ranked members answer
 		}
 		c.view[m.From] = true
+		if c.role == Follower && !c.leaderLive() && c.now < c.standAfter {
+			// Backing off: this member will not stand before its backoff
+			// ends, so it must not answer OK either. An OK tells the asker
+			// to wait for this member's COORDINATOR; none would come for up
+			// to 30 heartbeats, and the asker would then back off in turn,
+			// leaving the group without a leader meanwhile. Silent, it lets
+			// the asker stand; preemption hands leadership back later.
+			return nil
+		}
 		c.send(Message{Type: MsgOK, To: m.From, Term: c.hs.Term})
 		if c.role != Follower || c.leaderLive() || b.busy() || c.now < c.standAfter {
 			return nil

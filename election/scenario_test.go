@@ -262,3 +262,42 @@ func TestIsolatedLeaderStepsDownBeforeSuccessor(t *testing.T) {
 		s.runUntil(settle+200, "n5 back in charge", func() bool { l, ok := s.agreed(); return ok && l == "n5" })
 	})
 }
+
+// TestHealWithHeldMessagesGivesOneLeaderSoon: a long split leaves the
+// minority n4, n5 deep in election backoff (the agent's: up to 30 H) with
+// inflated terms. At the heal their last messages, held up in TCP during the
+// split, arrive late: the majority learns that n4 and n5 are alive and sees
+// their higher terms, which depose its leader n3. The group must still have
+// one leader again within about D plus a few answer timeouts.
+func TestHealWithHeldMessagesGivesOneLeaderSoon(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		// The agent's backoff: from H (10 ticks) doubling to 30 H.
+		s := newSim(t, 5, newNode, func(c *Config) { c.Backoff = &fixedBackoff{Base: 10, Max: 300} })
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		minority := map[string]bool{"n4": true, "n5": true}
+		s.partition([]string{"n4", "n5"}, []string{"n1", "n2", "n3"})
+		s.runUntil(settle, "majority leader", func() bool { l, ok := s.agreed("n1", "n2", "n3"); return ok && l == "n3" })
+		s.run(1200) // the minority fails elections until its backoff is at its maximum
+		// Hold what the minority sends to the majority, as TCP would.
+		var held []Message
+		s.drop = func(m Message) bool {
+			if minority[m.From] && (m.To == "" || !minority[m.To]) {
+				held = append(held, m)
+			}
+			return false
+		}
+		s.run(300)
+		if s.term("n4") <= s.term("n3") && s.term("n5") <= s.term("n3") || len(held) == 0 {
+			t.Fatalf("the minority did not inflate its term or send anything: %s", s.describe())
+		}
+		s.drop = nil
+		s.heal()
+		s.queue = append(s.queue, held...)
+		cfg := s.cfgs["n1"]
+		took := s.runUntil(settle*3, "one leader after heal", func() bool { _, ok := s.agreed(); return ok })
+		if limit := cfg.ElectionTicks + 4*cfg.AnswerTicks; took > limit {
+			t.Fatalf("one leader %d ticks after the heal, want at most D + 4 answer timeouts = %d: %s", took, limit, s.describe())
+		}
+		t.Logf("one leader %d ticks after the heal (%d held messages replayed)", took, len(held))
+	})
+}

@@ -83,7 +83,12 @@ func newSim(t testing.TB, n int, newNode func(Config) (Node, error), tweak func(
 func (s *simNet) start(id string) {
 	cfg := s.cfgs[id]
 	cfg.HardState = s.disk[id]
-	cfg.Backoff = &fixedBackoff{Base: 5, Max: 40}
+	// A fresh backoff per (re)start, with the bounds the config was given.
+	fb, _ := cfg.Backoff.(*fixedBackoff)
+	if fb == nil {
+		fb = &fixedBackoff{Base: 5, Max: 40}
+	}
+	cfg.Backoff = &fixedBackoff{Base: fb.Base, Max: fb.Max}
 	node, err := s.newNode(cfg)
 	if err != nil {
 		s.t.Fatalf("start %s: %v", id, err)
