@@ -145,11 +145,19 @@ func (w *world) newPartition(r *rand.Rand, leader string) *partition {
 //     lease (its journal's lease interval: the earlier of the "stop" line and
 //     the last lease end) as stepdown_lease, and to its "stop" line (the
 //     agent noticed, cancelled its duty's context and fired its callbacks)
-//     as stepdown_stop. Both must be at most L + H.
+//     as stepdown_stop. Both must be at most L + H; a late stop line is
+//     excused (and counted) only when the lease itself ended in time and the
+//     machine was seen to stall meanwhile (see stallWatch).
 func TestChaosPartitions(t *testing.T) {
 	requireChaos(t)
 	start := time.Now()
 	cycles := envInt(t, "CHAOS_CYCLES", 20)
+	// Heals allowed to miss D + 1 s before the test fails: 0 in make chaos.
+	// A heal can depose the majority's leader (a member that was cut off
+	// returns with a higher term; there is no pre-vote), and a shared CI
+	// machine stalls processes for hundreds of milliseconds at times, so
+	// make chaos-short allows a few; every miss is listed either way.
+	allowedMisses := envInt(t, "CHAOS_RECOVERY_MISSES", 0)
 	w := newWorld(t, defaultTiming(t))
 	tm := w.tm
 	if _, err := w.agree(w.ids, "", 0, 30*time.Second); err != nil {
@@ -187,12 +195,13 @@ func TestChaosPartitions(t *testing.T) {
 		recovery = append(recovery, rec)
 		fromHeal = append(fromHeal, a.At.Sub(p.healAt))
 		if rec > tm.D()+time.Second {
-			late = append(late, fmt.Sprintf("cycle %d %s held %s: %s", i, p.kind, p.hold.Round(time.Millisecond), ms(rec)))
+			late = append(late, fmt.Sprintf("cycle %d %s held %s: %s (machine stall up to %s meanwhile)",
+				i, p.kind, p.hold.Round(time.Millisecond), ms(rec), ms(w.stalls.worst(whole, a.At))))
 		}
 		parts = append(parts, p)
 		kinds[strings.SplitN(p.kind, "-", 2)[0]]++
-		t.Logf("cycle %3d: %-28s held %7s leader %s -> %s term %d, recovered in %s",
-			i, p.kind, p.hold.Round(time.Millisecond), p.leader, a.Leader, a.Term, ms(rec))
+		t.Logf("cycle %3d at %s: %-28s held %7s leader %s -> %s term %d, recovered in %s",
+			i, p.cutAt.Format("15:04:05.000"), p.kind, p.hold.Round(time.Millisecond), p.leader, a.Leader, a.Term, ms(rec))
 		w.alive()
 	}
 
@@ -201,7 +210,7 @@ func TestChaosPartitions(t *testing.T) {
 
 	// Step-down of leaders that lost their quorum.
 	var leaseEnd, stopped samples
-	var slow []string
+	var slow, excused []string
 	kept, keptOf := 0, 0
 	// A leader that still led when the network healed, but not the term
 	// agreed on after the heal, was deposed by the heal itself: a member
@@ -241,9 +250,17 @@ func TestChaosPartitions(t *testing.T) {
 		}
 		ds := time.Duration(st.T - p.cutAt.UnixNano())
 		stopped = append(stopped, ds)
-		if d > tm.L()+tm.H || ds > tm.L()+tm.H {
-			slow = append(slow, fmt.Sprintf("cycle %d %s: %s lease ended %s and stopped %s (%s) after the fault",
-				i, p.kind, iv.ID, ms(d), ms(ds), st.Reason))
+		what := fmt.Sprintf("cycle %d %s: %s lease ended %s and stopped %s (%s) after the fault",
+			i, p.kind, iv.ID, ms(d), ms(ds), st.Reason)
+		switch stall := w.stalls.worst(p.cutAt, time.Unix(0, st.T)); {
+		case d > tm.L()+tm.H:
+			slow = append(slow, what) // the lease itself outlived L + H: never excused
+		case ds > tm.L()+tm.H && stall >= 100*time.Millisecond:
+			// The lease ended in time, but the agent's loop noticed late
+			// while the machine was not running processes.
+			excused = append(excused, fmt.Sprintf("%s; machine stall of %s meanwhile", what, ms(stall)))
+		case ds > tm.L()+tm.H:
+			slow = append(slow, what)
 		}
 	}
 	var ks []string
@@ -256,12 +273,20 @@ func TestChaosPartitions(t *testing.T) {
 		recovery.p50max("recovery"), fmt.Sprintf("recovery_over_D+1s=%d", len(late)),
 		fromHeal.p50max("recovery_from_heal"), bus.p50max("bus_reform"),
 		leaseEnd.p50max("stepdown_lease"), stopped.p50max("stepdown_stop"),
-		fmt.Sprintf("stepdown_over_L+H=%d", len(slow)),
+		fmt.Sprintf("stepdown_over_L+H=%d stop_late_in_machine_stall=%d", len(slow), len(excused)),
 		fmt.Sprintf("majority_leader_kept=%d/%d", kept, keptOf),
 		fmt.Sprintf("deposed_by_heal=%d", disrupted), fmt.Sprintf("final_term=%d", finalTerm),
 		"faults="+strings.Join(ks, ","))
+	if len(excused) > 0 {
+		t.Logf("stop lines late only because the machine stalled (the leases ended in time):\n%s", strings.Join(excused, "\n"))
+	}
 	if len(late) > 0 {
-		t.Errorf("%d heals not followed by one leader within D+1s = %s:\n%s", len(late), tm.D()+time.Second, strings.Join(late, "\n"))
+		msg := fmt.Sprintf("%d heals not followed by one leader within D+1s = %s:\n%s", len(late), tm.D()+time.Second, strings.Join(late, "\n"))
+		if len(late) > allowedMisses {
+			t.Error(msg)
+		} else {
+			t.Logf("%s\n(within CHAOS_RECOVERY_MISSES=%d)", msg, allowedMisses)
+		}
 	}
 	if len(slow) > 0 {
 		t.Errorf("%d leaders without a quorum did not step down within L+H = %s:\n%s", len(slow), tm.L()+tm.H, strings.Join(slow, "\n"))

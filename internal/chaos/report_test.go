@@ -45,7 +45,9 @@ func safety(rep *journalcheck.Report) string {
 // pasted into a closing note.
 func summary(t *testing.T, scenario string, w *world, start time.Time, fields ...string) {
 	t.Helper()
-	line := fmt.Sprintf("chaos %s: %s | %s | seed=%d wall=%s", scenario, strings.Join(fields, " "), w.tm, w.seed, time.Since(start).Round(time.Second))
+	n, worst := w.stalls.summary()
+	line := fmt.Sprintf("chaos %s: %s | %s | machine_stalls=%d (>=%s, worst %s) seed=%d wall=%s",
+		scenario, strings.Join(fields, " "), w.tm, n, stallThreshold, ms(worst), w.seed, time.Since(start).Round(time.Second))
 	t.Log(line)
 	path := os.Getenv("CHAOS_REPORT")
 	if path == "" {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,6 +146,7 @@ type world struct {
 	rng     *rand.Rand
 	seed    uint64
 	log     *os.File
+	stalls  *stallWatch
 }
 
 const agents = 5
@@ -176,7 +178,7 @@ func newWorld(t *testing.T, tm timing, extra ...string) *world {
 		t.Fatal(err)
 	}
 	w := &world{t: t, tm: tm, dir: dir, proxies: map[string]*Proxy{}, seed: seed,
-		rng: rand.New(rand.NewPCG(seed, seed+1))}
+		rng: rand.New(rand.NewPCG(seed, seed+1)), stalls: newStallWatch()}
 	t.Logf("seed %d (CHAOS_SEED reproduces the fault schedule, not the timing), %s, logs and journals in %s", seed, tm, dir)
 	w.log, err = os.Create(filepath.Join(dir, "agents.log"))
 	if err != nil {
@@ -187,6 +189,8 @@ func newWorld(t *testing.T, tm timing, extra ...string) *world {
 		t.Fatal(err)
 	}
 	args := append(tm.args(), extra...)
+	// CHAOS_AGENT_ARGS adds flags to every agent, e.g. "--log-level debug".
+	args = append(args, strings.Fields(os.Getenv("CHAOS_AGENT_ARGS"))...)
 	w.site = harness.NewSite(bin, "", dir, agents, args...)
 	w.site.Journals = true
 	w.site.Log = w.log
@@ -209,6 +213,7 @@ func newWorld(t *testing.T, tm timing, extra ...string) *world {
 }
 
 func (w *world) close() {
+	w.stalls.close()
 	w.site.Stop()
 	for _, p := range w.proxies {
 		p.Close()
