@@ -24,11 +24,33 @@ const (
 	RouteMaxPingsOut  = 2
 )
 
+// SystemUser and SystemPassword log in to the system account of a server
+// started with ServerConfig.SystemAccount, where its client disconnect
+// advisories are published (the agents' fast failover path). Clients
+// without credentials land in an application account.
+const (
+	SystemUser     = "sys"
+	SystemPassword = "sys-secret"
+)
+
+// ServerConfig describes a Server.
+type ServerConfig struct {
+	Name string
+	// Clustered servers listen for routes and solicit Routes
+	// (nats-route://host:port).
+	Clustered bool
+	Routes    []string
+	// SystemAccount gives the server a system account (SystemUser) beside
+	// the application account that clients without credentials land in.
+	SystemAccount bool
+}
+
 // Server is an in-process nats-server on loopback ports that stay the same
 // across restarts, so that clients and routes reconnect to it.
 type Server struct {
 	name   string
 	routes []*url.URL
+	sys    bool
 
 	mu          sync.Mutex
 	srv         *server.Server
@@ -37,18 +59,16 @@ type Server struct {
 	clustered   bool
 }
 
-// StartServer starts a nats-server named name on free loopback ports. A
-// clustered server also listens for routes, and solicits routes to the
-// given URLs (nats-route://host:port).
-func StartServer(name string, clustered bool, routes ...string) (*Server, error) {
-	s := &Server{name: name, clustered: clustered, clientPort: -1}
-	if clustered {
+// StartServer starts a nats-server on free loopback ports.
+func StartServer(c ServerConfig) (*Server, error) {
+	s := &Server{name: c.Name, clustered: c.Clustered, sys: c.SystemAccount, clientPort: -1}
+	if c.Clustered {
 		s.clusterPort = -1
 	}
-	for _, r := range routes {
+	for _, r := range c.Routes {
 		u, err := url.Parse(r)
 		if err != nil {
-			return nil, fmt.Errorf("chaos: server %s: route %q: %w", name, r, err)
+			return nil, fmt.Errorf("chaos: server %s: route %q: %w", c.Name, r, err)
 		}
 		s.routes = append(s.routes, u)
 	}
@@ -71,6 +91,16 @@ func (s *Server) Start() error {
 		Port:       s.clientPort,
 		NoLog:      true,
 		NoSigs:     true,
+	}
+	if s.sys {
+		app, sys := server.NewAccount("APP"), server.NewAccount("SYS")
+		opts.Accounts = []*server.Account{app, sys}
+		opts.SystemAccount = "SYS"
+		opts.Users = []*server.User{
+			{Username: "app", Password: "app", Account: app},
+			{Username: SystemUser, Password: SystemPassword, Account: sys},
+		}
+		opts.NoAuthUser = "app"
 	}
 	if s.clustered {
 		opts.Cluster = server.ClusterOpts{
@@ -180,8 +210,10 @@ type Bus struct {
 }
 
 // NewBus starts A, the route proxy and B, and waits until the route is up.
-func NewBus(seed uint64) (*Bus, error) {
-	a, err := StartServer("A", true)
+// With systemAccount both servers have a system account (see ServerConfig),
+// and the disconnect advisories of either reach clients of both.
+func NewBus(seed uint64, systemAccount bool) (*Bus, error) {
+	a, err := StartServer(ServerConfig{Name: "A", Clustered: true, SystemAccount: systemAccount})
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +222,8 @@ func NewBus(seed uint64) (*Bus, error) {
 		a.Stop()
 		return nil, err
 	}
-	b, err := StartServer("B", true, "nats-route://"+route.Addr())
+	b, err := StartServer(ServerConfig{Name: "B", Clustered: true, SystemAccount: systemAccount,
+		Routes: []string{"nats-route://" + route.Addr()}})
 	if err != nil {
 		route.Close()
 		a.Stop()

@@ -41,7 +41,7 @@ func TestChaosKillRestart(t *testing.T) {
 	requireChaos(t)
 	start := time.Now()
 	n := envInt(t, "CHAOS_KILLS", 15)
-	w := newWorld(t, defaultTiming(t))
+	w := newWorld(t, defaultTiming(t), worldOpts{})
 	tm := w.tm
 	var (
 		recovery             samples

@@ -71,7 +71,7 @@ func TestChaosLossyLink(t *testing.T) {
 	default:
 		t.Fatalf("CHAOS_LOSSY_DIRS=%q: want both or up", v)
 	}
-	w := newWorld(t, lossyTiming(t))
+	w := newWorld(t, lossyTiming(t), worldOpts{})
 	first, err := w.agree(w.ids, "", 0, 60*time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -158,7 +158,7 @@ func TestChaosPartitions(t *testing.T) {
 	// machine stalls processes for hundreds of milliseconds at times, so
 	// make chaos-short allows a few; every miss is listed either way.
 	allowedMisses := envInt(t, "CHAOS_RECOVERY_MISSES", 0)
-	w := newWorld(t, defaultTiming(t))
+	w := newWorld(t, defaultTiming(t), worldOpts{})
 	tm := w.tm
 	if _, err := w.agree(w.ids, "", 0, 30*time.Second); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -96,6 +97,8 @@ type Stats struct {
 //     (NATS pings).
 //   - Delay: every frame (or chunk) waits base ± jitter; order is kept,
 //     because a late frame holds up the ones behind it.
+//   - ResetServerSide: the server sees a reset, the client sees nothing (a
+//     middlebox that lost the connection's state).
 //   - Drop (NATS mode): each PUB/HPUB (Up) or MSG/HMSG (Down) frame is
 //     dropped with a probability; control frames (PING, PONG, SUB, INFO...)
 //     always pass, so the connection stays healthy while messages are lost.
@@ -188,6 +191,27 @@ func (p *Proxy) CutOneWay(d Direction) {
 // connections are accepted but nothing is forwarded or answered until Heal.
 func (p *Proxy) BlackHole() { p.CutOneWay(Both) }
 
+// ResetServerSide resets every open connection on the server's side only,
+// and black-holes the rest until Heal: the server sees the connection close
+// (and a NATS server publishes its disconnect advisory), while the client
+// notices nothing until its own timeouts, because its bytes now go nowhere.
+// This is what a stateful middlebox (NAT, firewall) that lost a
+// connection's state does when the server sends next and the client's
+// packets are dropped. Heal then resets the client's side too.
+func (p *Proxy) ResetServerSide() {
+	p.mu.Lock()
+	p.hold = Both
+	links := p.linksLocked()
+	for _, l := range links {
+		l.halfReset.Store(true)
+	}
+	p.signalLocked()
+	p.mu.Unlock()
+	for _, l := range links {
+		l.server.Close()
+	}
+}
+
 // Delay makes every frame in direction d wait base plus a uniform jitter in
 // [-jitter, +jitter] (never less than zero), keeping order.
 func (p *Proxy) Delay(d Direction, base, jitter time.Duration) {
@@ -230,7 +254,16 @@ func (p *Proxy) Heal() {
 	p.drop = [2]float64{}
 	p.delay = [2]delaySpec{}
 	p.signalLocked()
+	var dead []*link
+	for l := range p.links {
+		if l.halfReset.Load() {
+			dead = append(dead, l)
+		}
+	}
 	p.mu.Unlock()
+	for _, l := range dead {
+		l.close() // the client's side of a server-side reset
+	}
 }
 
 // Stats returns what the proxy carried so far.
@@ -379,6 +412,16 @@ type link struct {
 	client, server net.Conn
 	done           chan struct{}
 	once           sync.Once
+	halfReset      atomic.Bool // the server's side was reset; the client's waits for Heal
+}
+
+// end is deferred by the pumps: a pump that stops closes the whole link,
+// except after a server-side reset, whose client side must stay open and
+// silent.
+func (l *link) end() {
+	if !l.halfReset.Load() {
+		l.close()
+	}
 }
 
 func (l *link) close() {
@@ -395,7 +438,7 @@ func (l *link) close() {
 // read splits src into frames (or chunks) and queues them on q.
 func (l *link) read(d Direction, src net.Conn, q *lane) {
 	defer l.p.wg.Done()
-	defer l.close()
+	defer l.end()
 	next := rawChunks(src)
 	if l.p.cfg.Mode == NATS {
 		fr := newFrameReader(src)
@@ -431,7 +474,7 @@ func rawChunks(src net.Conn) func() (frame, error) {
 // release time and only while direction d is not held.
 func (l *link) write(d Direction, dst net.Conn, q *lane) {
 	defer l.p.wg.Done()
-	defer l.close()
+	defer l.end()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var out []byte

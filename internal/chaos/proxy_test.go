@@ -27,7 +27,7 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 func startServer(t *testing.T) *Server {
 	t.Helper()
-	s, err := StartServer("test", false)
+	s, err := StartServer(ServerConfig{Name: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func TestProxyBlackHoleAcceptsButNeverAnswers(t *testing.T) {
 // the proxy), a heal joins them again, and a black-holed route stays up
 // while carrying nothing.
 func TestRouteProxySplitsTheBus(t *testing.T) {
-	bus, err := NewBus(1)
+	bus, err := NewBus(1, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func TestChaosServerRestart(t *testing.T) {
 	requireChaos(t)
 	start := time.Now()
 	n := envInt(t, "CHAOS_RESTARTS", 3)
-	w := newWorld(t, defaultTiming(t))
+	w := newWorld(t, defaultTiming(t), worldOpts{})
 	var recovery samples
 	which := map[string]int{}
 	for i := 0; i < n; i++ {

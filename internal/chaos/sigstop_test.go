@@ -29,7 +29,7 @@ func TestChaosSIGSTOP(t *testing.T) {
 	requireChaos(t)
 	start := time.Now()
 	k := envInt(t, "CHAOS_STOPS", 3)
-	w := newWorld(t, defaultTiming(t))
+	w := newWorld(t, defaultTiming(t), worldOpts{})
 	tm := w.tm
 	type freeze struct {
 		id             string

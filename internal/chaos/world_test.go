@@ -162,7 +162,18 @@ func (w *world) serverOf(id string) *Server {
 // sideA are the agents on server A.
 var sideA = map[string]bool{"gw1": true, "gw2": true, "gw3": true}
 
-func newWorld(t *testing.T, tm timing, extra ...string) *world {
+// worldOpts are the choices a scenario makes about its site.
+type worldOpts struct {
+	// fast gives the servers a system account and the agents its
+	// credentials, so that they act on the servers' disconnect advisories
+	// (the fast failover path). Without it the agents run with the defaults
+	// an operator of an external bus gets without system credentials.
+	fast bool
+	// args are extra flags for every agent.
+	args []string
+}
+
+func newWorld(t *testing.T, tm timing, o worldOpts) *world {
 	t.Helper()
 	bin := agentBinary(t)
 	seed := uint64(time.Now().UnixNano())
@@ -184,11 +195,14 @@ func newWorld(t *testing.T, tm timing, extra ...string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.bus, err = NewBus(seed)
+	w.bus, err = NewBus(seed, o.fast)
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append(tm.args(), extra...)
+	args := append(tm.args(), o.args...)
+	if o.fast {
+		args = append(args, "--nats-system-user", SystemUser, "--nats-system-password", SystemPassword)
+	}
 	// CHAOS_AGENT_ARGS adds flags to every agent, e.g. "--log-level debug".
 	args = append(args, strings.Fields(os.Getenv("CHAOS_AGENT_ARGS"))...)
 	w.site = harness.NewSite(bin, "", dir, agents, args...)
