@@ -148,8 +148,13 @@ func runFastPath(t *testing.T, name string, kinds []string, n int) {
 	start := time.Now()
 	w := newWorld(t, defaultTiming(t), worldOpts{fast: true})
 	failover := map[string]samples{}
+	type kill struct {
+		id             string
+		term           uint64
+		sent, returned time.Time
+	}
 	var (
-		dead       []agent.JournalEntry // SIGKILLed leaders: known dead from then on
+		kills      []kill
 		overlaps   []string
 		statusPoll int
 	)
@@ -172,7 +177,7 @@ func runFastPath(t *testing.T, name string, kinds []string, n int) {
 			if err := w.site.Kill(a.Leader); err != nil {
 				t.Fatal(err)
 			}
-			dead = append(dead, agent.JournalEntry{T: time.Now().UnixNano(), ID: a.Leader, Event: "stop", Term: a.Term, Reason: "SIGKILL (test)"})
+			kills = append(kills, kill{id: a.Leader, term: a.Term, sent: t0, returned: time.Now()})
 		case "reset":
 			w.proxies[a.Leader].Cut()
 		case "server-side-reset":
@@ -198,6 +203,17 @@ func runFastPath(t *testing.T, name string, kinds []string, n int) {
 		t.Logf("cycle %2d at %s: %-17s of %s (term %d): %s leads term %d after %s",
 			i, t0.Format("15:04:05.000"), kind, a.Leader, a.Term, b.Leader, b.Term, ms(b.At.Sub(t0)))
 		w.alive()
+	}
+	// A SIGKILLed leader is known dead once Kill returned, or earlier: when
+	// any agent acted on the server's report that its connection closed (the
+	// kernel closes a killed process's sockets after it stopped running).
+	var dead []agent.JournalEntry
+	for _, k := range kills {
+		at := k.returned
+		if r, ok := w.firstLog(k.sent, "leader's connection closed: electing now", "leader", k.id); ok && r.Before(at) {
+			at = r
+		}
+		dead = append(dead, agent.JournalEntry{T: at.UnixNano(), ID: k.id, Event: "stop", Term: k.term, Reason: "SIGKILL (test)"})
 	}
 	_, es := w.journals()
 	rep := journalcheck.Check(append(es, dead...), time.Now())

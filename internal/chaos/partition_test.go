@@ -119,10 +119,13 @@ func (w *world) newPartition(r *rand.Rand, leader string) *partition {
 	default:
 		p.hold = between(r, 3*time.Second, 7*time.Second)
 	}
-	p.cutAt = time.Now()
 	for _, f := range do {
 		f()
 	}
+	// Taken after the faults are in place: the cut happened no later than
+	// this, even if this test was descheduled in between, so step-down times
+	// measured from it are never flattered.
+	p.cutAt = time.Now()
 	return p
 }
 

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -275,6 +276,35 @@ func (w *world) alive() {
 			w.t.Fatalf("agent %s exited on its own: %v (log: %s)", id, err, w.log.Name())
 		}
 	}
+}
+
+// firstLog returns the time of the first agent log line at or after from
+// with message msg and field key equal to value.
+func (w *world) firstLog(from time.Time, msg, key, value string) (time.Time, bool) {
+	w.t.Helper()
+	b, err := os.ReadFile(w.log.Name())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var first time.Time
+	for _, line := range strings.Split(string(b), "\n") {
+		_, rest, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		var rec map[string]any
+		if json.Unmarshal([]byte(rest), &rec) != nil || rec["msg"] != msg || rec[key] != value {
+			continue
+		}
+		ts, err := time.Parse(time.RFC3339Nano, fmt.Sprint(rec["time"]))
+		if err != nil || ts.Before(from) {
+			continue
+		}
+		if first.IsZero() || ts.Before(first) {
+			first = ts
+		}
+	}
+	return first, !first.IsZero()
 }
 
 // journals merges the journals of every agent and checks them.
