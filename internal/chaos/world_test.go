@@ -256,6 +256,54 @@ func (w *world) agree(ids []string, exclude string, minTerm uint64, timeout time
 	return w.site.WaitAgreement(ids, exclude, minTerm, 5*time.Millisecond, timeout)
 }
 
+// agreeConnected waits until the agents connected to the bus (by their
+// /status), at least a quorum of them, all report the same leader and that
+// leader reports itself leader. Agents still waiting to reconnect (their NATS
+// client backs off up to 5 s, ±50%) are left out: they cannot hear anyone.
+func (w *world) agreeConnected(timeout time.Duration) (harness.Agreement, error) {
+	deadline := time.Now().Add(timeout)
+	var why string
+	for {
+		a, ok, reason := w.connectedAgreement()
+		if ok {
+			return a, nil
+		}
+		why = reason
+		if time.Now().After(deadline) {
+			return harness.Agreement{}, fmt.Errorf("no agreement among connected agents within %s: %s", timeout, why)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (w *world) connectedAgreement() (harness.Agreement, bool, string) {
+	var a harness.Agreement
+	connected := 0
+	for _, id := range w.ids {
+		st, err := w.status(id)
+		if err != nil {
+			return a, false, id + ": " + err.Error()
+		}
+		if !st.NATSConnected {
+			continue
+		}
+		connected++
+		if st.Leader == "" || (a.Leader != "" && st.Leader != a.Leader) {
+			return a, false, fmt.Sprintf("%s reports leader %q, others %q", id, st.Leader, a.Leader)
+		}
+		if st.ID == st.Leader && st.Role != "leader" {
+			return a, false, id + " named itself but is " + st.Role
+		}
+		a.Leader = st.Leader
+		a.Term = max(a.Term, st.Term)
+	}
+	if connected < len(w.ids)/2+1 {
+		return a, false, fmt.Sprintf("only %d agents connected", connected)
+	}
+	a.At = time.Now()
+	return a, true, ""
+}
+
 // status reads one agent's /status.
 func (w *world) status(id string) (agent.StatusReport, error) {
 	p := w.site.Proc(id)
