@@ -70,7 +70,7 @@ type spiedAgent struct {
 func startSpied(t *testing.T, net *MemNetwork, id string, members []election.Member, holdDown time.Duration, others func() []*Agent) *spiedAgent {
 	t.Helper()
 	spy := &resignSpy{Transport: net.Join(id), others: others}
-	cfg := Config{ID: id, Group: "site", Members: members, Heartbeat: 20 * time.Millisecond,
+	cfg := Config{ID: id, Group: "site", Members: members, Heartbeat: 50 * time.Millisecond,
 		StateDir: t.TempDir(), HoldDown: holdDown}
 	a, err := New(cfg, WithTransport(spy), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {

@@ -287,7 +287,10 @@ func TestHealWithHeldMessagesGivesOneLeaderSoon(t *testing.T) {
 			return false
 		}
 		s.run(300)
-		if s.term("n4") <= s.term("n3") && s.term("n5") <= s.term("n3") || len(held) == 0 {
+		inflated := s.term("n4") > s.term("n3") || s.term("n5") > s.term("n3")
+		// Bully's minority stands again and again, raising its term. Ring's
+		// does not: its token needs a quorum of participants first.
+		if _, isBully := s.nodes["n1"].(*core).alg.(*bully); isBully && (!inflated || len(held) == 0) {
 			t.Fatalf("the minority did not inflate its term or send anything: %s", s.describe())
 		}
 		s.drop = nil
@@ -298,6 +301,6 @@ func TestHealWithHeldMessagesGivesOneLeaderSoon(t *testing.T) {
 		if limit := cfg.ElectionTicks + 4*cfg.AnswerTicks; took > limit {
 			t.Fatalf("one leader %d ticks after the heal, want at most D + 4 answer timeouts = %d: %s", took, limit, s.describe())
 		}
-		t.Logf("one leader %d ticks after the heal (%d held messages replayed)", took, len(held))
+		t.Logf("one leader %d ticks after the heal (%d held messages replayed, minority term inflated: %v)", took, len(held), inflated)
 	})
 }
