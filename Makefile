@@ -125,7 +125,7 @@ fuzz-short:
 CHAOS_TEST := $(GO) test -race -count=1 -v
 chaos-short:
 	CHAOS=1 CHAOS_CYCLES=40 CHAOS_STOPS=4 CHAOS_KILLS=25 CHAOS_RESTARTS=6 CHAOS_RECOVERY_MISSES=2 \
-		$(CHAOS_TEST) -timeout 15m -skip 'TestChaosFastPathServerSideReset' ./internal/chaos
+		$(CHAOS_TEST) -timeout 15m ./internal/chaos
 
 chaos:
 	CHAOS=1 CHAOS_CYCLES=200 CHAOS_STOPS=20 CHAOS_KILLS=100 CHAOS_RESTARTS=10 CHAOS_FAST_CYCLES=30 \

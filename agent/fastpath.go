@@ -57,7 +57,18 @@ type disconnectAdvisory struct {
 		ID   uint64 `json:"id"`
 		Name string `json:"name"`
 	} `json:"client"`
+	Reason string `json:"reason"`
 }
+
+// clientClosedReason is the advisory reason nats-server gives when it read
+// the end of the stream from the client: the client's own host closed the
+// socket, because the process exited (a crash included) or closed it
+// itself. Every other reason (a reset, a read or write error, a stale or
+// slow connection, a server shutdown) may leave a live client that has not
+// noticed yet, so only this one is acted on: a middlebox that resets the
+// server's side of a connection while the gateway keeps sending cannot
+// make the others elect while the old leader still holds its lease.
+const clientClosedReason = "Client Closed"
 
 // parseAdvisory extracts the member and connection from a disconnect
 // advisory of group. ok is false for anything else.
@@ -66,7 +77,8 @@ func parseAdvisory(data []byte, group string) (goneReport, bool) {
 		return goneReport{}, false
 	}
 	var adv disconnectAdvisory
-	if err := json.Unmarshal(data, &adv); err != nil || adv.Type != "io.nats.server.advisory.v1.client_disconnect" {
+	if err := json.Unmarshal(data, &adv); err != nil || adv.Type != "io.nats.server.advisory.v1.client_disconnect" ||
+		adv.Reason != clientClosedReason {
 		return goneReport{}, false
 	}
 	id, ok := strings.CutPrefix(adv.Client.Name, ConnName(group, ""))

@@ -208,6 +208,11 @@ func (p *Proxy) ResetServerSide() {
 	p.signalLocked()
 	p.mu.Unlock()
 	for _, l := range links {
+		// A real reset (RST), as a middlebox that lost the connection's
+		// state sends: linger 0 makes Close abort instead of sending FIN.
+		if tc, ok := l.server.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
 		l.server.Close()
 	}
 }
