@@ -1,55 +1,126 @@
-// Command failoverbench measures crash failover and graceful handover of real
-// edge-agent processes on one real NATS server: it SIGKILLs (-mode kill) or
-// SIGTERMs (-mode term) the leader, or asks it over NATS to hand over to
-// another member (-mode transfer, as `edge-agent transfer` does; the leader
-// keeps running), then polls every agent's /status until all report the
-// same new leader in a higher term. It prints p50/p99 over the trials, by
-// that polling and by the agents' own clocks: each agent publishes the
-// moment it saw the new leader (agent.EventsSubject), so the second figure
-// is free of the polling's delays (an HTTP round of /status requests, and a
-// benchmark process that shares the machine's two cores with the agents).
+// Command failoverbench measures crash failover, silent-failure failover and
+// graceful handover of real edge-agent processes on one real NATS server: it
+// SIGKILLs, freezes (SIGSTOP) or SIGTERMs the leader, then polls every
+// survivor's /status until all report the same new leader in a higher term.
+// It prints p50/p99 over the trials, checks the merged leadership journals
+// for lease overlap, and with -json records the samples for `make bench`.
 //
-//	go run ./internal/failoverbench -trials 30 -agents 5 -heartbeat 100ms -misses 3 -mode transfer
+//	go run ./internal/failoverbench -trials 30 -agents 5 -heartbeat 100ms -misses 3
+//	go run ./internal/failoverbench -fast -mode freeze -json out/freeze.json
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"slices"
-	"sync"
+	"strings"
+	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/internal/benchresult"
 	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/journalcheck"
 )
 
+// The modes: how the leader is taken away.
+const (
+	modeKill   = "kill"   // SIGKILL: a crash; the server sees the connection close
+	modeTerm   = "term"   // SIGTERM: graceful handover
+	modeFreeze = "freeze" // SIGSTOP: a silent failure; the connection stays open
+)
+
+type options struct {
+	trials    int
+	n         int
+	hb        time.Duration
+	misses    int
+	mode      string
+	poll      time.Duration
+	verbose   bool
+	fast      bool
+	algorithm string
+	jsonPath  string
+	cluster   bool
+}
+
 func main() {
-	trials := flag.Int("trials", 30, "number of failovers to measure")
-	n := flag.Int("agents", 5, "agents in the group")
-	hb := flag.Duration("heartbeat", 100*time.Millisecond, "heartbeat period H")
-	misses := flag.Int("misses", 3, "missed heartbeats k before suspicion")
-	mode := flag.String("mode", "kill", "kill (SIGKILL, crash), term (SIGTERM, graceful handover) or transfer (planned handover to another member)")
-	poll := flag.Duration("poll", time.Millisecond, "status polling interval")
-	verbose := flag.Bool("v", false, "print the agents' logs")
-	fast := flag.Bool("fast", false, "give the agents system-account access: crash failover on the server's disconnect advisories")
-	cluster := flag.Bool("cluster", false, "an offline site: every agent runs an embedded server, clustered with the others (fast path: route closures)")
+	var o options
+	flag.IntVar(&o.trials, "trials", 30, "number of failovers to measure")
+	flag.IntVar(&o.n, "agents", 5, "agents in the group")
+	flag.DurationVar(&o.hb, "heartbeat", 100*time.Millisecond, "heartbeat period H")
+	flag.IntVar(&o.misses, "misses", 3, "missed heartbeats k before suspicion")
+	flag.StringVar(&o.mode, "mode", modeKill, "kill (SIGKILL, crash), freeze (SIGSTOP, a silent failure: the leader is frozen and its connection stays open, so only missed heartbeats reveal it; it is thawed after each trial) or term (SIGTERM, graceful handover)")
+	flag.DurationVar(&o.poll, "poll", time.Millisecond, "status polling interval")
+	flag.BoolVar(&o.verbose, "v", false, "print the agents' logs")
+	flag.BoolVar(&o.fast, "fast", false, "give the agents system-account access: crash failover on the server's disconnect advisories")
+	flag.StringVar(&o.algorithm, "algorithm", "bully", "election algorithm of the agents (bully or ring)")
+	flag.StringVar(&o.jsonPath, "json", "", "also write the samples to this file (benchresult JSON, for make bench)")
+	flag.BoolVar(&o.cluster, "cluster", false, "an offline site: every agent runs an embedded server, clustered with the others (fast path: route closures)")
 	flag.Parse()
-	if err := run(*trials, *n, *hb, *misses, *mode, *poll, *verbose, *fast, *cluster); err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "failoverbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Duration, verbose, fast, cluster bool) error {
-	if mode != "kill" && mode != "term" && mode != "transfer" {
-		return fmt.Errorf("-mode must be kill, term or transfer")
+// series describes the row this run measures, with the issue's targets.
+func series(o options) benchresult.Series {
+	s := benchresult.Series{
+		Figure: "failover", Algorithm: o.algorithm, Unit: "ms", Chart: true,
+		Settings: fmt.Sprintf("%d agent processes, %s, H=%s, k=%d (D=%s), /status polled every %s",
+			o.n, map[bool]string{false: "1 nats-server", true: "each with its embedded nats-server, clustered"}[o.cluster],
+			o.hb, o.misses, time.Duration(o.misses)*o.hb, o.poll),
+	}
+	heartbeatTargets := []benchresult.Target{{Stat: "p50", Max: 260}, {Stat: "p99", Max: 310}}
+	switch {
+	case o.mode == modeKill && o.fast:
+		s.Name = "crash (SIGKILL), fast path: server advisories"
+		s.Targets = []benchresult.Target{{Stat: "p50", Max: 25}, {Stat: "p99", Max: 50}}
+	case o.mode == modeKill:
+		s.Name = "crash (SIGKILL), heartbeats only"
+		s.Targets = heartbeatTargets
+	case o.mode == modeFreeze:
+		s.Name = "silent failure (SIGSTOP), heartbeats"
+		s.Targets = heartbeatTargets
+	case o.mode == modeTerm:
+		s.Figure = "handover"
+		s.Name = "graceful handover (SIGTERM)"
+		s.Targets = []benchresult.Target{{Stat: "p99", Max: 20}}
+	}
+	switch {
+	case o.fast && o.cluster:
+		s.Name = strings.Replace(s.Name, "server advisories", "route closures", 1)
+		s.Settings += ", agents act on the closed route to the leader's server"
+	case o.fast:
+		s.Settings += ", agents subscribed to the server's disconnect advisories"
+	default:
+		s.Settings += ", fast failover off"
+	}
+	return s
+}
+
+func run(o options) error {
+	if o.mode != modeKill && o.mode != modeTerm && o.mode != modeFreeze {
+		return fmt.Errorf("-mode must be kill, freeze or term")
+	}
+	began := time.Now()
+	out := series(o)
+	record := func(s benchresult.Series) error {
+		if o.jsonPath == "" {
+			return nil
+		}
+		return benchresult.Write(o.jsonPath, benchresult.File{
+			Program: "failoverbench", Started: began.UTC().Format(time.RFC3339),
+			Seconds: time.Since(began).Seconds(), Series: []benchresult.Series{s},
+		})
+	}
+	if err := benchresult.AlgorithmAvailable(o.algorithm); err != nil {
+		fmt.Printf("algorithm %s: %v: recorded as pending\n", o.algorithm, err)
+		out.Pending = fmt.Sprintf("not measured: %v", err)
+		return record(out)
 	}
 	dir, err := os.MkdirTemp("", "failoverbench-")
 	if err != nil {
@@ -61,23 +132,24 @@ func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Dur
 		return err
 	}
 	start := harness.StartNATS
-	args := []string{"--heartbeat", hb.String(), "--heartbeat-misses", fmt.Sprint(misses), "--preemption", "never", "--log-level", "debug"}
+	args := []string{"--algorithm", o.algorithm, "--heartbeat", o.hb.String(), "--heartbeat-misses", fmt.Sprint(o.misses),
+		"--preemption", "never", "--log-level", "debug"}
 	path := "heartbeats only"
 	bus := "one nats-server"
 	var site *harness.Site
 	switch {
-	case cluster:
+	case o.cluster:
 		bus = "embedded nats-servers clustered by routes"
-		if fast {
+		if o.fast {
 			path = "fast path: route closures"
 		} else {
 			args = append(args, "--fast-failover=false")
 		}
-		if site, err = harness.NewClusterSite(bin, dir, n, args...); err != nil {
+		if site, err = harness.NewClusterSite(bin, dir, o.n, args...); err != nil {
 			return err
 		}
 	default:
-		if fast {
+		if o.fast {
 			start = harness.StartNATSWithSystemAccount
 			args = append(args, "--nats-system-user", harness.SystemUser, "--nats-system-password", harness.SystemPassword)
 			path = "fast path: server disconnect advisories"
@@ -89,30 +161,14 @@ func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Dur
 			return err
 		}
 		defer ns.Shutdown()
-		site = harness.NewSite(bin, ns.ClientURL(), dir, n, args...)
+		site = harness.NewSite(bin, ns.ClientURL(), dir, o.n, args...)
 	}
 	site.Journals = true
-	if verbose {
+	if o.verbose {
 		site.Log = os.Stderr
 	}
 	defer site.Stop()
 	if err := site.StartAll(); err != nil {
-		return err
-	}
-	url := site.NATSURL
-	for _, u := range site.ClientURLs { // a clustered site: any gateway's server
-		url = u
-	}
-	nc, err := nats.Connect(url, nats.Name("failoverbench"))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	events := &eventLog{}
-	if _, err := nc.Subscribe(agent.EventsSubject(agent.DefaultSubjectPrefix, site.Group), events.add); err != nil {
-		return err
-	}
-	if err := nc.Flush(); err != nil {
 		return err
 	}
 	ids := site.IDs()
@@ -120,75 +176,39 @@ func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Dur
 	if err != nil {
 		return err
 	}
-	fmt.Printf("failover of %d agent processes, %s, H=%s k=%d (D=%s), mode=%s, detection: %s, poll %s\n",
-		n, bus, hb, misses, time.Duration(misses)*hb, mode, path, poll)
-	var samples, seen []time.Duration
-	for i := 0; i < trials; i++ {
-		// Let the leader run a random part of a heartbeat period, so the kill
-		// lands at a random phase of the heartbeat cycle.
-		time.Sleep(hb + rand.N(hb))
-		victim := cur.Leader
-		var survivors []string
-		for _, id := range site.Running() {
-			if id != victim {
-				survivors = append(survivors, id)
+	fmt.Printf("failover of %d agent processes (%s), %s, H=%s k=%d (D=%s), mode=%s, detection: %s, poll %s\n",
+		o.n, o.algorithm, bus, o.hb, o.misses, time.Duration(o.misses)*o.hb, o.mode, path, o.poll)
+	var samples []time.Duration
+	d := time.Duration(o.misses) * o.hb
+	restarted := time.Now()
+	for i := 0; i < o.trials; i++ {
+		// A member that started less than D ago neither votes nor stands
+		// (it may have acknowledged a leader just before it went down), so
+		// a crash right after a restart measures that wait, not failover.
+		// Each trial starts once every member has been up for D.
+		time.Sleep(d - time.Since(restarted))
+		// Let the leader run a random part of a heartbeat period, so the
+		// fault lands at a random phase of the heartbeat cycle.
+		time.Sleep(o.hb + rand.N(o.hb))
+		next, err := trial(site, o.mode, cur, o.poll)
+		if err != nil {
+			return fmt.Errorf("trial %d: %w", i+1, err)
+		}
+		took := next.At.Sub(next.t0)
+		samples = append(samples, took)
+		fmt.Printf("trial %2d: %s -> %s term %d->%d in %6.1f ms\n", i+1, cur.Leader, next.Leader, cur.Term, next.Term, benchresult.Ms(took))
+		if o.mode != modeFreeze {
+			if _, err := site.Start(cur.Leader); err != nil {
+				return err
 			}
+			restarted = time.Now()
 		}
-		waitFor := survivors
-		var exited chan error
-		t0 := time.Now()
-		switch mode {
-		case "kill":
-			err = site.Kill(victim)
-		case "term":
-			// The handover ends when the others agree on the successor, not
-			// when the old process has finished exiting (closing its
-			// connections, flushing its last pushes): poll from the signal on.
-			exited = make(chan error, 1)
-			go func() { exited <- site.Terminate(victim) }()
-		case "transfer":
-			waitFor = ids // the old leader keeps running and must agree too
-			err = transfer(nc, site.Group, survivors[rand.N(len(survivors))])
-		}
+		cur, err = site.WaitAgreement(ids, "", next.Term-1, 5*time.Millisecond, 30*time.Second)
 		if err != nil {
-			return fmt.Errorf("trial %d: %s %s: %w", i, mode, victim, err)
-		}
-		next, err := site.WaitAgreement(waitFor, victim, cur.Term, poll, 30*time.Second)
-		if err != nil {
-			return fmt.Errorf("trial %d: %w", i, err)
-		}
-		if exited != nil {
-			if err := <-exited; err != nil {
-				return fmt.Errorf("trial %d: SIGTERM %s: %w", i, victim, err)
-			}
-		}
-		d := next.At.Sub(t0)
-		samples = append(samples, d)
-		if at, ok := events.agreed(waitFor, next.Leader, next.Term, 2*time.Second); ok {
-			seen = append(seen, at.Sub(t0))
-		}
-		fmt.Printf("trial %2d: %s -> %s term %d->%d in %6.1f ms\n", i+1, victim, next.Leader, cur.Term, next.Term, ms(d))
-		if mode == "transfer" {
-			cur = next
-			continue
-		}
-		if _, err := site.Start(victim); err != nil {
-			return err
-		}
-		// A member that just started neither votes nor stands for D (it may
-		// have acknowledged a leader right before it went down): wait that
-		// out, or the next trial measures the restarted member's quiet
-		// period rather than the failover.
-		time.Sleep(time.Duration(misses) * hb)
-		cur, err = site.WaitAgreement(ids, "", 0, 5*time.Millisecond, 30*time.Second)
-		if err != nil {
-			return fmt.Errorf("trial %d: after restart: %w", i, err)
+			return fmt.Errorf("trial %d: after the old leader came back: %w", i+1, err)
 		}
 	}
-	report(os.Stdout, "polling /status", samples)
-	if len(seen) > 0 {
-		report(os.Stdout, "agents' own clocks (leader-change events)", seen)
-	}
+	report(os.Stdout, samples)
 	site.Stop()
 	entries, err := journalcheck.ReadFiles(site.JournalPaths()...)
 	if err != nil {
@@ -196,6 +216,13 @@ func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Dur
 	}
 	rep := journalcheck.Check(entries, time.Now())
 	fmt.Printf("safety: %s\n", rep)
+	for _, d := range samples {
+		out.Samples = append(out.Samples, benchresult.Ms(d))
+	}
+	out.Note = "leadership journals: " + rep.String()
+	if err := record(out); err != nil {
+		return err
+	}
 	if !rep.OK() {
 		return fmt.Errorf("safety violated: overlaps %v, double votes %v, split terms %v, regressions %v",
 			rep.Overlaps, rep.DoubleVotes, rep.SplitTerms, rep.TermRegressions)
@@ -203,85 +230,58 @@ func run(trials, n int, hb time.Duration, misses int, mode string, poll time.Dur
 	return nil
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// percentile returns the nearest-rank percentile p (0..100) of sorted xs.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(p/100*float64(len(sorted))+0.999999) - 1
-	rank = max(0, min(rank, len(sorted)-1))
-	return sorted[rank]
+type outcome struct {
+	harness.Agreement
+	t0 time.Time
 }
 
-func report(w io.Writer, how string, samples []time.Duration) {
+// trial takes the leader away as mode says and waits until the others agree
+// on a successor. The survivors are polled while the old leader exits: the
+// parent sees a SIGKILLed child's exit only when it gets to run (up to 100 ms
+// late on a loaded 2-core machine), and a SIGTERMed leader hands over before
+// it exits, so waiting for the exit first would time the harness, not the
+// failover. A frozen leader is thawed once the others agree: it wakes
+// with its lease long gone and must rejoin as a follower.
+func trial(site *harness.Site, mode string, cur harness.Agreement, poll time.Duration) (outcome, error) {
+	victim := cur.Leader
+	var survivors []string
+	for _, id := range site.Running() {
+		if id != victim {
+			survivors = append(survivors, id)
+		}
+	}
+	t0 := time.Now()
+	var wait func() error
+	var err error
+	switch mode {
+	case modeKill:
+		wait, err = site.StopAsync(victim, syscall.SIGKILL)
+	case modeTerm:
+		wait, err = site.StopAsync(victim, syscall.SIGTERM)
+	case modeFreeze:
+		err = site.Freeze(victim)
+		wait = func() error { return site.Thaw(victim) }
+	}
+	if err != nil {
+		return outcome{}, fmt.Errorf("stop %s: %w", victim, err)
+	}
+	next, aerr := site.WaitAgreement(survivors, victim, cur.Term, poll, 30*time.Second)
+	if werr := wait(); werr != nil {
+		return outcome{}, fmt.Errorf("%s after %s: %w", victim, mode, werr)
+	}
+	if aerr != nil {
+		return outcome{}, aerr
+	}
+	return outcome{Agreement: next, t0: t0}, nil
+}
+
+func report(w io.Writer, samples []time.Duration) {
 	s := slices.Clone(samples)
 	slices.Sort(s)
-	fmt.Fprintf(w, "\n%s: trials %d: min %.1f ms, p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms\n",
-		how, len(s), ms(s[0]), ms(percentile(s, 50)), ms(percentile(s, 90)), ms(percentile(s, 99)), ms(s[len(s)-1]))
-}
-
-// eventLog keeps the leader changes the agents publish.
-type eventLog struct {
-	mu  sync.Mutex
-	evs []agent.LeaderChange
-}
-
-func (l *eventLog) add(m *nats.Msg) {
-	var c agent.LeaderChange
-	if json.Unmarshal(m.Data, &c) != nil {
-		return
+	ms := make([]float64, len(s))
+	for i, d := range s {
+		ms[i] = benchresult.Ms(d)
 	}
-	l.mu.Lock()
-	l.evs = append(l.evs, c)
-	l.mu.Unlock()
-}
-
-// agreed returns when the last of ids saw leader in term, by its own clock,
-// waiting up to timeout for their events to arrive.
-func (l *eventLog) agreed(ids []string, leader string, term uint64, timeout time.Duration) (time.Time, bool) {
-	deadline := time.Now().Add(timeout)
-	for {
-		var last time.Time
-		n := 0
-		l.mu.Lock()
-		for _, id := range ids {
-			for _, c := range l.evs {
-				if c.ID == id && c.Leader == leader && c.Term == term {
-					if c.Time.After(last) {
-						last = c.Time
-					}
-					n++
-					break
-				}
-			}
-		}
-		l.mu.Unlock()
-		if n == len(ids) {
-			return last, true
-		}
-		if time.Now().After(deadline) {
-			return time.Time{}, false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// transfer asks the group's leader to hand over to nominee, as
-// `edge-agent transfer` does, and waits for its answer.
-func transfer(nc *nats.Conn, group, nominee string) error {
-	body, _ := json.Marshal(agent.ControlRequest{Nominee: nominee})
-	msg, err := nc.Request(agent.ControlSubject(agent.DefaultSubjectPrefix, group, "transfer"), body, 5*time.Second)
-	if err != nil {
-		return err
-	}
-	var r agent.ControlReply
-	if err := json.Unmarshal(msg.Data, &r); err != nil {
-		return err
-	}
-	if !r.OK {
-		return fmt.Errorf("%s refused: %s", r.ID, r.Error)
-	}
-	return nil
+	fmt.Fprintf(w, "\ntrials %d: min %.1f ms, p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+		len(s), ms[0], benchresult.Percentile(ms, 50), benchresult.Percentile(ms, 90), benchresult.Percentile(ms, 99), ms[len(ms)-1])
 }

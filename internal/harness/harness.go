@@ -288,6 +288,7 @@ func (s *Site) signal(id string, sig syscall.Signal) error {
 	if err := p.Cmd.Process.Signal(sig); err != nil {
 		return err
 	}
+	sent := time.Now()
 	select {
 	case <-p.exited:
 	case <-time.After(20 * time.Second):
@@ -296,14 +297,17 @@ func (s *Site) signal(id string, sig syscall.Signal) error {
 		return fmt.Errorf("agent %s did not exit within 20s of %v", id, sig)
 	}
 	if sig == syscall.SIGKILL {
-		// A dead process holds no lease: its journal interval ends when the
-		// process is known dead (after wait, so never too early).
-		return s.journalDeath(id)
+		// A dead process holds no lease: its journal interval ends when
+		// kill(2) returned. SIGKILL cannot be caught and lands within
+		// microseconds, long before a successor can be elected; the exit is
+		// only seen here after wait, which on a loaded machine can lag by
+		// 100 ms and would show as a false overlap.
+		return s.journalDeath(id, sent)
 	}
 	return p.exitErr
 }
 
-func (s *Site) journalDeath(id string) error {
+func (s *Site) journalDeath(id string, at time.Time) error {
 	if !s.Journals {
 		return nil
 	}
@@ -312,7 +316,7 @@ func (s *Site) journalDeath(id string) error {
 		return err
 	}
 	defer f.Close()
-	b, _ := json.Marshal(agent.JournalEntry{T: time.Now().UnixNano(), ID: id, Event: "stop", Reason: "killed"})
+	b, _ := json.Marshal(agent.JournalEntry{T: at.UnixNano(), ID: id, Event: "stop", Reason: "killed"})
 	_, err = f.Write(append(b, '\n'))
 	return err
 }

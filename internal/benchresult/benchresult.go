@@ -1,0 +1,121 @@
+// Package benchresult is the record that every benchmark of `make bench`
+// writes: one JSON file per run, a list of measured series, each with its raw
+// samples and the targets of the issue that it is judged against. The report
+// generator (bench/report, a module of its own) reads these files, computes
+// the percentiles and writes docs/BENCHMARKS.md; the JSON field names are the
+// contract between the two.
+package benchresult
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// Series is one measured distribution: a row of the report.
+type Series struct {
+	// Figure groups rows into the report's tables: failover, handover,
+	// deliveries, footprint, scale or peer.
+	Figure string `json:"figure"`
+	// Name labels the row.
+	Name string `json:"name"`
+	// Algorithm is bully or ring (empty where it does not apply).
+	Algorithm string `json:"algorithm,omitempty"`
+	// Settings states how the row was measured (n, H, k, ...).
+	Settings string `json:"settings"`
+	// Unit of the samples: ms, deliveries, MB, %, ...
+	Unit string `json:"unit"`
+	// Samples are the raw measurements, one per trial.
+	Samples []float64 `json:"samples,omitempty"`
+	// Targets are the issue's limits for this row.
+	Targets []Target `json:"targets,omitempty"`
+	// Pending, when set, says why nothing was measured (for example an
+	// algorithm that is not available yet).
+	Pending string `json:"pending,omitempty"`
+	// Note is shown under the table.
+	Note string `json:"note,omitempty"`
+	// Chart includes the row in the failover distribution chart.
+	Chart bool `json:"chart,omitempty"`
+}
+
+// Target is one limit: Stat (p50, p99, mean, max, min) of the samples must be
+// at most Max, or (when AtLeast is set) at least Min.
+type Target struct {
+	Stat    string  `json:"stat"`
+	Max     float64 `json:"max,omitempty"`
+	Min     float64 `json:"min,omitempty"`
+	AtLeast bool    `json:"at_least,omitempty"`
+}
+
+// File is what one benchmark program writes.
+type File struct {
+	Program string   `json:"program"`
+	Started string   `json:"started"`
+	Seconds float64  `json:"seconds"`
+	Series  []Series `json:"series"`
+}
+
+// Write writes f as indented JSON to path, creating its directory.
+func Write(path string, f File) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// Ms converts d to milliseconds with microsecond resolution.
+func Ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Percentile returns the nearest-rank percentile p (0..100) of xs: the
+// smallest sample with at least p% of the samples at or below it. With fewer
+// than 100 samples p99 is therefore the maximum, never an interpolation
+// below it.
+func Percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	rank := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(0, min(rank, len(s)-1))]
+}
+
+// AlgorithmAvailable reports whether this build of the agent can run alg: it
+// builds (and discards) a one-member agent with it. A benchmark of an
+// algorithm that is not there records a pending row instead of failing.
+func AlgorithmAvailable(alg string) error {
+	cfg := agent.Config{
+		ID: "probe", Group: "probe", Algorithm: alg, StateDir: "unused",
+		Members: []election.Member{{ID: "probe", Priority: 1}},
+	}
+	a, err := agent.New(cfg, agent.WithStore(nopStore{}))
+	if err != nil {
+		return err
+	}
+	_ = a // never run
+	return nil
+}
+
+// nopStore keeps nothing; the probe agent never runs.
+type nopStore struct{}
+
+func (nopStore) Load() election.HardState      { return election.HardState{} }
+func (nopStore) Save(election.HardState) error { return nil }
+func (nopStore) Close() error                  { return nil }
+
+// Pending returns a series that records why alg was not measured.
+func Pending(figure, name, alg, settings string, why error) Series {
+	return Series{Figure: figure, Name: name, Algorithm: alg, Settings: settings,
+		Pending: fmt.Sprintf("not measured: %v", why)}
+}
