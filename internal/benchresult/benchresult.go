@@ -60,13 +60,26 @@ type File struct {
 	Started string   `json:"started"`
 	Seconds float64  `json:"seconds"`
 	Series  []Series `json:"series"`
+	// Load1 is the machine's 1-minute load average when the file was
+	// written: the benchmarks share the machine with whatever else runs.
+	Load1 float64 `json:"load1"`
+	// Env describes the machine and the versions (bench env only).
+	Env []KV `json:"env,omitempty"`
 }
 
-// Write writes f as indented JSON to path, creating its directory.
+// KV is one line of the environment description.
+type KV struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Write writes f as indented JSON to path, creating its directory, and
+// stamps it with the current load average.
 func Write(path string, f File) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
+	f.Load1 = LoadAvg()
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err
@@ -118,4 +131,15 @@ func (nopStore) Close() error                  { return nil }
 func Pending(figure, name, alg, settings string, why error) Series {
 	return Series{Figure: figure, Name: name, Algorithm: alg, Settings: settings,
 		Pending: fmt.Sprintf("not measured: %v", why)}
+}
+
+// LoadAvg returns the 1-minute load average (0 where /proc is missing).
+func LoadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	_, _ = fmt.Sscan(string(b), &l)
+	return l
 }
