@@ -57,7 +57,7 @@ func deliveries(args []string) error {
 					Targets:  []benchresult.Target{{Stat: "p99", Max: float64(3 * n)}},
 				}
 				if err := benchresult.AlgorithmAvailable(alg); err != nil {
-					s.Pending = fmt.Sprintf("not measured: %v", err)
+					s.Pending = fmt.Sprintf("this build cannot run it (%v)", err)
 					fmt.Printf("deliveries %s: %v: pending\n", alg, err)
 					out = append(out, s)
 					continue

@@ -130,7 +130,7 @@ func (nopStore) Close() error                  { return nil }
 // Pending returns a series that records why alg was not measured.
 func Pending(figure, name, alg, settings string, why error) Series {
 	return Series{Figure: figure, Name: name, Algorithm: alg, Settings: settings,
-		Pending: fmt.Sprintf("not measured: %v", why)}
+		Pending: fmt.Sprintf("this build cannot run it (%v)", why)}
 }
 
 // LoadAvg returns the 1-minute load average (0 where /proc is missing).

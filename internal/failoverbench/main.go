@@ -119,7 +119,7 @@ func run(o options) error {
 	}
 	if err := benchresult.AlgorithmAvailable(o.algorithm); err != nil {
 		fmt.Printf("algorithm %s: %v: recorded as pending\n", o.algorithm, err)
-		out.Pending = fmt.Sprintf("not measured: %v", err)
+		out.Pending = fmt.Sprintf("this build cannot run it (%v)", err)
 		return record(out)
 	}
 	dir, err := os.MkdirTemp("", "failoverbench-")

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# make bench: runs every benchmark of issue 8, then writes docs/BENCHMARKS.md
+# and docs/benchmarks-failover.png from the results. Each program writes a
+# JSON file to $OUT (the report reads them in name order) and a log beside
+# it; only the closing lines are shown here. Loopback only, bounded in time.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root=$PWD
+GO=${GO:-go}
+OUT=${OUT:-bin/bench}
+TRIALS=${TRIALS:-60}
+ALGORITHMS=${ALGORITHMS:-bully ring}
+DELIVERY_TRIALS=${DELIVERY_TRIALS:-10}
+case $OUT in /*) ;; *) OUT=$root/$OUT ;; esac
+
+rm -rf "$OUT"
+mkdir -p "$OUT"
+start=$(date +%s)
+
+# step NAME TAIL CMD...: runs CMD with its output in $OUT/NAME.log, shows the
+# last TAIL lines, and on failure the whole log.
+step() {
+	local name=$1 tail=$2
+	shift 2
+	echo "==> $name"
+	if ! "$@" >"$OUT/$name.log" 2>&1; then
+		cat "$OUT/$name.log"
+		echo "bench: $name failed (log: $OUT/$name.log)" >&2
+		exit 1
+	fi
+	tail -n "$tail" "$OUT/$name.log"
+}
+
+step 00-env 20 $GO run ./internal/bench env -json "$OUT/00-env.json"
+i=1
+for alg in $ALGORITHMS; do
+	step "1$i-failover-crash-$alg" 3 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode kill \
+		-trials "$TRIALS" -json "$OUT/1$i-failover-crash-$alg.json"
+	step "1$i-failover-silent-$alg" 3 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode freeze \
+		-trials "$TRIALS" -json "$OUT/1$i-failover-silent-$alg.json"
+	step "2$i-handover-$alg" 3 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode term \
+		-trials "$TRIALS" -json "$OUT/2$i-handover-$alg.json"
+	i=$((i + 1))
+done
+step 30-deliveries 20 $GO run ./internal/bench deliveries -algorithms "${ALGORITHMS// /,}" \
+	-trials "$DELIVERY_TRIALS" -json "$OUT/30-deliveries.json"
+step 40-footprint 5 $GO run ./internal/bench footprint -json "$OUT/40-footprint.json"
+step 50-scale 5 $GO run ./internal/bench scale -json "$OUT/50-scale.json"
+(cd bench/raftpeer && step 60-peer-raft 3 $GO run . -trials "$TRIALS" -json "$OUT/60-peer-raft.json")
+(cd bench/report && step 90-report 5 $GO run . -in "$OUT" -md "$root/docs/BENCHMARKS.md" \
+	-png "$root/docs/benchmarks-failover.png")
+echo "bench: wrote docs/BENCHMARKS.md and docs/benchmarks-failover.png in $(($(date +%s) - start)) s"
