@@ -127,12 +127,6 @@ func (nopStore) Load() election.HardState      { return election.HardState{} }
 func (nopStore) Save(election.HardState) error { return nil }
 func (nopStore) Close() error                  { return nil }
 
-// Pending returns a series that records why alg was not measured.
-func Pending(figure, name, alg, settings string, why error) Series {
-	return Series{Figure: figure, Name: name, Algorithm: alg, Settings: settings,
-		Pending: fmt.Sprintf("this build cannot run it (%v)", why)}
-}
-
 // LoadAvg returns the 1-minute load average (0 where /proc is missing).
 func LoadAvg() float64 {
 	b, err := os.ReadFile("/proc/loadavg")
