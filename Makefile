@@ -19,7 +19,7 @@ GCFLAGS ?=
 # version through the module proxy, so a fresh machine needs nothing but Go.
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2")
 
-.PHONY: all build build-arm64 build-amd64 test race short lint tidy-check demo failover handover footprint bench fuzz fuzz-short deb clean
+.PHONY: all build build-arm64 build-amd64 test race short lint tidy-check demo failover handover footprint bench bench-vet fuzz fuzz-short deb clean
 .PHONY: transfer check-rules chaos chaos-short chaos-lossy
 
 all: lint test build
@@ -112,6 +112,12 @@ BENCH_DELIVERY_TRIALS ?= 10
 bench:
 	GO="$(GO)" OUT="$(BENCH_OUT)" TRIALS="$(BENCH_TRIALS)" ALGORITHMS="$(BENCH_ALGORITHMS)" \
 		DELIVERY_TRIALS="$(BENCH_DELIVERY_TRIALS)" bash bench/run.sh
+
+# The bench/ modules are outside ./... of the root module: CI only vets and
+# tests them here (gofmt covers them already), so that they keep compiling.
+bench-vet:
+	cd bench/raftpeer && $(GO) vet ./...
+	cd bench/report && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # Native fuzzing, FUZZTIME per target (CI runs fuzz-short).
 FUZZTIME ?= 10m

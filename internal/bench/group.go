@@ -52,14 +52,6 @@ func newGroup(name, url, dir, algorithm string, n int, hb time.Duration, advisor
 	return g
 }
 
-func (g *group) ids() []string {
-	out := make([]string, len(g.members))
-	for i, m := range g.members {
-		out[i] = m.ID
-	}
-	return out
-}
-
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // start launches member id: its own connection, its own state directory.
