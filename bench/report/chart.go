@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"os"
 	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -13,15 +14,19 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// palette gives each line a colour that stays apart in print.
-var palette = []color.RGBA{
-	{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
-	{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-	{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
-	{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
-	{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
-	{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
-	{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
+// colourOf gives each kind of measurement its colour; the algorithm is told
+// by the dashes (Bully solid, Ring dashed), the peer is black.
+func colourOf(s series) color.Color {
+	switch {
+	case s.Algorithm == "raft" || s.Figure == "peer":
+		return color.Black
+	case s.Figure == "handover":
+		return color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
+	case strings.Contains(s.Name, "silent"):
+		return color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+	default:
+		return color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+	}
 }
 
 // chart draws the empirical distribution (ECDF) of every charted series on
@@ -57,8 +62,11 @@ func chart(files []file, path string) error {
 			if err != nil {
 				return err
 			}
-			l.Color = palette[i%len(palette)]
+			l.Color = colourOf(s)
 			l.Width = vg.Points(1.5)
+			if s.Algorithm == "ring" {
+				l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+			}
 			p.Add(l)
 			label := s.Name
 			if s.Algorithm != "" && s.Algorithm != "raft" {
@@ -96,7 +104,7 @@ func chart(files []file, path string) error {
 	p.X.Min, p.X.Max = lo*0.8, hi*1.25
 
 	const width, height = 10 * vg.Inch, 6.5 * vg.Inch
-	legendHeight := vg.Length(i)*0.17*vg.Inch + 0.3*vg.Inch
+	legendHeight := vg.Length(i)*0.16*vg.Inch + 0.15*vg.Inch
 	img := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(96))
 	dc := draw.New(img)
 	p.Draw(draw.Crop(dc, 0, 0, legendHeight, 0))

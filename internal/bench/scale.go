@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"time"
 
@@ -71,13 +72,17 @@ func scale(args []string) error {
 	fmt.Printf("scale: %d groups of 3 (%d agents) connected in %s, all elected %s after the first start\n",
 		len(gs), 3*len(gs), started.Round(time.Millisecond), elected.Round(time.Millisecond))
 
-	pid := srv.Process.Pid
-	var oneLeader, serverCPU, serverRSS []float64
+	pid, self := srv.Process.Pid, os.Getpid()
+	var oneLeader, serverCPU, serverRSS, agentsCPU []float64
 	prevCPU, err := cpuTime(pid)
 	if err != nil {
 		return err
 	}
-	startCPU, start := prevCPU, time.Now()
+	prevSelf, err := cpuTime(self)
+	if err != nil {
+		return err
+	}
+	startCPU, startSelf, start := prevCPU, prevSelf, time.Now()
 	last := start
 	worst := ""
 	for time.Since(start) < *window {
@@ -99,12 +104,18 @@ func scale(args []string) error {
 		if err != nil {
 			return err
 		}
+		cs, err := cpuTime(self)
+		if err != nil {
+			return err
+		}
 		oneLeader = append(oneLeader, float64(ok))
 		serverCPU = append(serverCPU, 100*(c-prevCPU).Seconds()/now.Sub(last).Seconds())
 		serverRSS = append(serverRSS, float64(r)/1e6)
-		prevCPU, last = c, now
+		agentsCPU = append(agentsCPU, 100*(cs-prevSelf).Seconds()/now.Sub(last).Seconds())
+		prevCPU, prevSelf, last = c, cs, now
 	}
 	meanCPU := 100 * (prevCPU - startCPU).Seconds() / last.Sub(start).Seconds()
+	meanSelf := 100 * (prevSelf - startSelf).Seconds() / last.Sub(start).Seconds()
 	changes := 0
 	for i, g := range gs {
 		if _, t, ok := g.agreement(0); !ok || t != terms[i] {
@@ -124,10 +135,12 @@ func scale(args []string) error {
 		{Figure: "scale", Name: "nats-server CPU", Unit: "% of a core", Settings: settings, Samples: serverCPU,
 			Note: fmt.Sprintf("mean over the window %.2f%%", meanCPU)},
 		{Figure: "scale", Name: "nats-server RSS", Unit: "MB", Settings: settings, Samples: serverRSS},
+		{Figure: "scale", Name: fmt.Sprintf("CPU of the process running the %d agents", 3*len(gs)), Unit: "% of a core", Settings: settings, Samples: agentsCPU,
+			Note: fmt.Sprintf("mean over the window %.1f%% of one core, of the %d%% this machine has", meanSelf, 100*runtime.NumCPU())},
 	}
-	fmt.Printf("scale: groups with one leader p50 %.0f min %.0f; server CPU mean %.2f%% p99 %.2f%%; server RSS p99 %.1f MB; %d changes\n",
+	fmt.Printf("scale: groups with one leader p50 %.0f min %.0f; server CPU mean %.2f%% p99 %.2f%%; server RSS p99 %.1f MB; agents' CPU mean %.1f%%; %d groups changed leader or term\n",
 		benchresult.Percentile(oneLeader, 50), benchresult.Percentile(oneLeader, 0), meanCPU,
-		benchresult.Percentile(serverCPU, 99), benchresult.Percentile(serverRSS, 99), changes)
+		benchresult.Percentile(serverCPU, 99), benchresult.Percentile(serverRSS, 99), meanSelf, changes)
 	if *jsonPath == "" {
 		return nil
 	}

@@ -181,6 +181,7 @@ func run(o options) error {
 	var samples []time.Duration
 	d := time.Duration(o.misses) * o.hb
 	restarted := time.Now()
+	unplanned := 0 // terms that no fault of ours started
 	for i := 0; i < o.trials; i++ {
 		// A member that started less than D ago neither votes nor stands
 		// (it may have acknowledged a leader just before it went down), so
@@ -190,6 +191,23 @@ func run(o options) error {
 		// Let the leader run a random part of a heartbeat period, so the
 		// fault lands at a random phase of the heartbeat cycle.
 		time.Sleep(o.hb + rand.N(o.hb))
+		// The fault must hit the leader the others agree on now: an
+		// election since the last agreement (a lease lost while the machine
+		// was busy) would make the trial time a change that had already
+		// happened.
+		now, err := site.WaitAgreement(site.Running(), "", 0, o.poll, 30*time.Second)
+		if err != nil {
+			return fmt.Errorf("trial %d: before the fault: %w", i+1, err)
+		}
+		if now.Leader != cur.Leader || now.Term != cur.Term {
+			if unplanned += int(now.Term - cur.Term); unplanned > 10*o.trials {
+				return fmt.Errorf("the group keeps electing without a fault (%d terms): the machine is too busy to measure", unplanned)
+			}
+			fmt.Printf("before trial %d: %s term %d -> %s term %d without a fault; trial postponed\n", i+1, cur.Leader, cur.Term, now.Leader, now.Term)
+			cur = now
+			i--
+			continue
+		}
 		next, err := trial(site, o.mode, cur, o.poll)
 		if err != nil {
 			return fmt.Errorf("trial %d: %w", i+1, err)
@@ -220,6 +238,10 @@ func run(o options) error {
 		out.Samples = append(out.Samples, benchresult.Ms(d))
 	}
 	out.Note = "leadership journals: " + rep.String()
+	if unplanned > 0 {
+		out.Note += fmt.Sprintf("; the term advanced %d times between trials without a fault (a lease lost while the machine was busy); the trials it touched were postponed", unplanned)
+	}
+	fmt.Printf("terms started between trials without a fault: %d\n", unplanned)
 	if err := record(out); err != nil {
 		return err
 	}
