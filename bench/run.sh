@@ -45,7 +45,7 @@ for alg in $ALGORITHMS; do
 done
 step 30-deliveries 20 $GO run ./internal/bench deliveries -algorithms "${ALGORITHMS// /,}" \
 	-trials "$DELIVERY_TRIALS" -json "$OUT/30-deliveries.json"
-step 40-footprint 5 $GO run ./internal/bench footprint -json "$OUT/40-footprint.json"
+step 40-footprint 8 $GO run ./internal/footprint -heartbeat 100ms -settle 5s -samples 30 -json "$OUT/40-footprint.json"
 step 50-scale 5 $GO run ./internal/bench scale -json "$OUT/50-scale.json"
 (cd bench/raftpeer && step 60-peer-raft 3 $GO run . -trials "$TRIALS" -json "$OUT/60-peer-raft.json")
 (cd bench/report && step 90-report 5 $GO run . -in "$OUT" -md "$root/docs/BENCHMARKS.md" \

@@ -1,11 +1,10 @@
 // Command bench runs the measurements of `make bench` that need more than the
-// failover harness: election message deliveries over real NATS, the idle
-// footprint of an agent, many groups on one server, and the description of
-// the machine. Each subcommand writes a benchresult JSON file; bench/report
+// failover harness (internal/failoverbench) and the footprint measurement
+// (internal/footprint): election message deliveries over real NATS, many
+// groups on one server, and the description of the machine. Each subcommand writes a benchresult JSON file; bench/report
 // turns them into docs/BENCHMARKS.md.
 //
 //	go run ./internal/bench deliveries -json out/deliveries.json
-//	go run ./internal/bench footprint -json out/footprint.json
 //	go run ./internal/bench scale -json out/scale.json
 //	go run ./internal/bench env -json out/env.json
 package main
@@ -17,12 +16,11 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench deliveries|footprint|scale|env|serve [flags]")
+		fmt.Fprintln(os.Stderr, "usage: bench deliveries|scale|env|serve [flags]")
 		os.Exit(2)
 	}
 	cmds := map[string]func([]string) error{
 		"deliveries": deliveries,
-		"footprint":  footprint,
 		"scale":      scale,
 		"env":        env,
 		"serve":      serve,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edge-agent/edge-agent/internal/benchresult"
 	"github.com/edge-agent/edge-agent/internal/harness"
+	"github.com/edge-agent/edge-agent/internal/procstat"
 )
 
 // scale runs many groups of 3 agents in this process on one nats-server,
@@ -74,11 +75,11 @@ func scale(args []string) error {
 
 	pid, self := srv.Process.Pid, os.Getpid()
 	var oneLeader, serverCPU, serverRSS, agentsCPU []float64
-	prevCPU, err := cpuTime(pid)
+	prevCPU, err := procstat.CPUTime(pid)
 	if err != nil {
 		return err
 	}
-	prevSelf, err := cpuTime(self)
+	prevSelf, err := procstat.CPUTime(self)
 	if err != nil {
 		return err
 	}
@@ -96,15 +97,15 @@ func scale(args []string) error {
 			}
 		}
 		now := time.Now()
-		c, err := cpuTime(pid)
+		c, err := procstat.CPUTime(pid)
 		if err != nil {
 			return err
 		}
-		r, err := rss(pid)
+		r, err := procstat.RSS(pid)
 		if err != nil {
 			return err
 		}
-		cs, err := cpuTime(self)
+		cs, err := procstat.CPUTime(self)
 		if err != nil {
 			return err
 		}

@@ -1,12 +1,16 @@
-// Command footprint measures the idle memory of edge-agent processes: it
-// starts a three-gateway site twice, once with client-only agents on one
+// Command footprint measures the idle memory and CPU of edge-agent processes:
+// it starts a three-gateway site twice, once with client-only agents on one
 // shared nats-server (run by this program, not counted) and once with every
 // agent running its own embedded nats-server clustered with the others', waits
 // until they agree on a leader and have idled for a while, then reads VmRSS
-// from /proc/PID/status a few times and prints the leader's and a follower's.
+// from /proc/PID/status and the CPU time from /proc/PID/task/*/schedstat once
+// a second and prints the leader's and a follower's. With -json it also builds
+// the linux/arm64 binary as make build-arm64 does (and without inlining) and
+// records everything for make bench.
 //
 //	go run ./internal/footprint                      # builds the binary like make build
 //	go run ./internal/footprint -bin bin/edge-agent  # measures a given binary
+//	go run ./internal/footprint -heartbeat 100ms -samples 30 -json bin/bench/footprint.json
 package main
 
 import (
@@ -21,21 +25,24 @@ import (
 	"time"
 
 	"github.com/edge-agent/edge-agent/internal/harness"
+	"github.com/edge-agent/edge-agent/internal/procstat"
 )
 
 func main() {
 	bin := flag.String("bin", "", "edge-agent binary to measure (default: build one as make build does)")
 	hb := flag.Duration("heartbeat", time.Second, "heartbeat period H (the production default is 1s)")
 	settle := flag.Duration("settle", 10*time.Second, "idle time after the leader is agreed, before sampling")
-	samples := flag.Int("samples", 5, "VmRSS readings per agent, one a second")
+	samples := flag.Int("samples", 5, "VmRSS and CPU readings per agent, one a second")
+	jsonPath := flag.String("json", "", "also write the figures, with the arm64 binary sizes, to this file (benchresult JSON, for make bench)")
 	flag.Parse()
-	if err := run(*bin, *hb, *settle, *samples); err != nil {
+	if err := run(*bin, *hb, *settle, *samples, *jsonPath); err != nil {
 		fmt.Fprintln(os.Stderr, "footprint:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, hb, settle time.Duration, samples int) error {
+func run(bin string, hb, settle time.Duration, samples int, jsonPath string) error {
+	began := time.Now()
 	dir, err := os.MkdirTemp("", "footprint-")
 	if err != nil {
 		return err
@@ -58,7 +65,7 @@ func run(bin string, hb, settle time.Duration, samples int) error {
 		return err
 	}
 	client := harness.NewSite(bin, ns.ClientURL(), dir+"/client", 3, args...)
-	err = measure("client only (shared nats-server)", client, hb, settle, samples)
+	clientFig, err := measure("client only (shared nats-server)", client, hb, settle, samples)
 	ns.Shutdown()
 	if err != nil {
 		return err
@@ -67,7 +74,11 @@ func run(bin string, hb, settle time.Duration, samples int) error {
 	if err != nil {
 		return err
 	}
-	return measure("embedded nats-server, clustered", embedded, hb, settle, samples)
+	embeddedFig, err := measure("embedded nats-server, clustered", embedded, hb, settle, samples)
+	if err != nil || jsonPath == "" {
+		return err
+	}
+	return record(jsonPath, began, dir, hb, settle, clientFig, embeddedFig)
 }
 
 // build compiles the binary as make build-arm64 does (static, stripped),
@@ -83,14 +94,24 @@ func build(dir string) (string, error) {
 	return out, nil
 }
 
-func measure(name string, site *harness.Site, hb, settle time.Duration, samples int) error {
+// figures is what measure found for one kind of site.
+type figures struct {
+	leaderRSS, followerRSS   []float64 // MB (10^6 bytes), one a second
+	leaderCPU, followerCPU   []float64 // % of one core, per second
+	leaderMean, followerMean float64   // % of one core over the whole sampling
+	anonKB, fileKB           int       // the leader's last RssAnon and RssFile
+	terms                    uint64    // terms started while sampling
+}
+
+func measure(name string, site *harness.Site, hb, settle time.Duration, samples int) (figures, error) {
+	var fig figures
 	defer site.Stop()
 	if err := site.StartAll(); err != nil {
-		return err
+		return fig, err
 	}
 	agreed, err := site.WaitAgreement(site.IDs(), "", 0, 50*time.Millisecond, 60*time.Second)
 	if err != nil {
-		return err
+		return fig, err
 	}
 	// Idle: nothing happens but heartbeats; let the start-up garbage be
 	// collected and the heap reach its steady state.
@@ -100,29 +121,64 @@ func measure(name string, site *harness.Site, hb, settle time.Duration, samples 
 		follower = "gw2"
 	}
 	rss := map[string][]int{}
+	cpu := map[string][]float64{}
 	var detail map[string]int
-	for i := range samples {
-		if i > 0 {
-			time.Sleep(time.Second)
+	ids := []string{agreed.Leader, follower}
+	prev, first := map[string]time.Duration{}, map[string]time.Duration{}
+	for _, id := range ids {
+		c, err := procstat.CPUTime(site.Proc(id).Cmd.Process.Pid)
+		if err != nil {
+			return fig, err
 		}
-		for _, id := range []string{agreed.Leader, follower} {
-			st, err := procStatus(site.Proc(id).Cmd.Process.Pid)
+		prev[id], first[id] = c, c
+	}
+	start := time.Now()
+	last := start
+	for range samples {
+		time.Sleep(time.Second - time.Since(last)%time.Second)
+		now := time.Now()
+		for _, id := range ids {
+			pid := site.Proc(id).Cmd.Process.Pid
+			st, err := procStatus(pid)
 			if err != nil {
-				return err
+				return fig, err
+			}
+			c, err := procstat.CPUTime(pid)
+			if err != nil {
+				return fig, err
 			}
 			rss[id] = append(rss[id], st["VmRSS"])
+			cpu[id] = append(cpu[id], 100*(c-prev[id]).Seconds()/now.Sub(last).Seconds())
+			prev[id] = c
 			if id == agreed.Leader {
 				detail = st
 			}
 		}
+		last = now
 	}
 	// The leader must still lead: the figures are of an idle, settled site.
-	if _, err := site.WaitAgreement(site.IDs(), "", agreed.Term-1, 50*time.Millisecond, 10*time.Second); err != nil {
-		return fmt.Errorf("%s: site not settled while sampling: %w", name, err)
+	after, err := site.WaitAgreement(site.IDs(), "", agreed.Term-1, 50*time.Millisecond, 10*time.Second)
+	if err != nil {
+		return fig, fmt.Errorf("%s: site not settled while sampling: %w", name, err)
+	}
+	mean := func(id string) float64 { return 100 * (prev[id] - first[id]).Seconds() / last.Sub(start).Seconds() }
+	mb := func(kb []int) []float64 {
+		out := make([]float64, len(kb))
+		for i, k := range kb {
+			out[i] = float64(k) * 1024 / 1e6
+		}
+		return out
+	}
+	fig = figures{
+		leaderRSS: mb(rss[agreed.Leader]), followerRSS: mb(rss[follower]),
+		leaderCPU: cpu[agreed.Leader], followerCPU: cpu[follower],
+		leaderMean: mean(agreed.Leader), followerMean: mean(follower),
+		anonKB: detail["RssAnon"], fileKB: detail["RssFile"], terms: after.Term - agreed.Term,
 	}
 	fmt.Printf("%-34s leader %s: %s   follower %s: %s\n", name+":", agreed.Leader, summary(rss[agreed.Leader]), follower, summary(rss[follower]))
 	fmt.Printf("%-34s leader's last reading: RssAnon %d kB (heap, stacks), RssFile %d kB (the binary's pages)\n", "", detail["RssAnon"], detail["RssFile"])
-	return nil
+	fmt.Printf("%-34s CPU: leader %.3f%% of a core, follower %.3f%%; %d terms started while sampling\n", "", fig.leaderMean, fig.followerMean, fig.terms)
+	return fig, nil
 }
 
 // summary gives the median and range of VmRSS readings in MB.
