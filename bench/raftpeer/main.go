@@ -23,6 +23,8 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -219,12 +221,35 @@ type file struct {
 	Seconds float64  `json:"seconds"`
 	Series  []series `json:"series"`
 	Load1   float64  `json:"load1"`
+	// CPUPressure: see internal/benchresult.
+	CPUPressure float64 `json:"cpu_pressure"`
+}
+
+var startPressure, startOK = cpuPressureTotal()
+
+// cpuPressureTotal reads the total time some task waited for a CPU (PSI).
+func cpuPressureTotal() (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return 0, false
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if v, ok := strings.CutPrefix(f, "total="); ok {
+			us, err := strconv.ParseInt(v, 10, 64)
+			return time.Duration(us) * time.Microsecond, err == nil
+		}
+	}
+	return 0, false
 }
 
 func write(path string, began time.Time, s series) error {
 	f := file{Program: "raftpeer", Started: began.UTC().Format(time.RFC3339), Seconds: time.Since(began).Seconds(), Series: []series{s}}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		_, _ = fmt.Sscan(string(b), &f.Load1)
+	}
+	f.CPUPressure = -1
+	if now, ok := cpuPressureTotal(); ok && startOK {
+		f.CPUPressure = (now - startPressure).Seconds() / time.Since(began).Seconds()
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err

@@ -49,7 +49,10 @@ type file struct {
 	Seconds float64  `json:"seconds"`
 	Series  []series `json:"series"`
 	Load1   float64  `json:"load1"`
-	Env     []kv     `json:"env,omitempty"`
+	// CPUPressure is the share of the run during which some runnable task
+	// waited for a CPU; -1 if unknown.
+	CPUPressure float64 `json:"cpu_pressure"`
+	Env         []kv    `json:"env,omitempty"`
 }
 
 func main() {

@@ -38,18 +38,28 @@ func render(files []file, chartName, analysis string) string {
 	for _, e := range env {
 		w("| %s | %s |\n", e.Key, e.Value)
 	}
-	w("| load average (1 min) after each program |")
-	for i, f := range files {
+	w("\nThe machine is shared: other work may run beside the benchmarks and compete for its %s cores, which shows in the tails. ", coresOf(env))
+	w("For each program, its run time, the 1-minute load average when it finished, and the CPU pressure: the share of its run during which some runnable task (anyone's) waited for a CPU (Linux PSI, /proc/pressure/cpu).\n\n")
+	w("| program | run time | load average | CPU pressure |\n|---|---|---|---|\n")
+	for _, f := range files {
 		if f.Program == "bench env" {
 			continue
 		}
-		if i > 0 {
-			w(" ")
+		label := f.Program
+		if len(f.Series) > 0 && f.Series[0].Figure != "" {
+			label = fmt.Sprintf("%s (%s", f.Program, f.Series[0].Figure)
+			if f.Series[0].Algorithm != "" {
+				label += ", " + f.Series[0].Algorithm
+			}
+			label += ")"
 		}
-		w("%s %.2f;", f.Program, f.Load1)
+		pressure := "unknown"
+		if f.CPUPressure >= 0 {
+			pressure = fmt.Sprintf("%.0f%%", 100*f.CPUPressure)
+		}
+		w("| %s | %.0f s | %.2f | %s |\n", label, f.Seconds, f.Load1, pressure)
 	}
-	w(" |\n\n")
-	w("The machine is shared: a load average above the core count means other work competed for the CPUs during the run, which shows in the tails.\n\n")
+	w("\n")
 
 	w("## Summary against the targets of issue 8\n\n")
 	w("| figure | measurement | algorithm | trials | p50 | p99 | target | result |\n|---|---|---|---|---|---|---|---|\n")
@@ -191,4 +201,13 @@ func pendingByAlgorithm(all []series) []string {
 		out[i] = fmt.Sprintf(k, count[k])
 	}
 	return out
+}
+
+func coresOf(env []kv) string {
+	for _, e := range env {
+		if e.Key == "cores" {
+			return e.Value
+		}
+	}
+	return "few"
 }

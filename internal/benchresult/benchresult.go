@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/edge-agent/edge-agent/agent"
@@ -63,6 +65,10 @@ type File struct {
 	// Load1 is the machine's 1-minute load average when the file was
 	// written: the benchmarks share the machine with whatever else runs.
 	Load1 float64 `json:"load1"`
+	// CPUPressure is the share of the program's run during which some
+	// runnable task waited for a CPU (Linux PSI, /proc/pressure/cpu "some"),
+	// whoever's task it was; -1 where the kernel does not report it.
+	CPUPressure float64 `json:"cpu_pressure"`
 	// Env describes the machine and the versions (bench env only).
 	Env []KV `json:"env,omitempty"`
 }
@@ -80,6 +86,10 @@ func Write(path string, f File) error {
 		return err
 	}
 	f.Load1 = LoadAvg()
+	f.CPUPressure = -1
+	if now, ok := cpuPressureTotal(); ok && startPressureOK {
+		f.CPUPressure = (now - startPressure).Seconds() / time.Since(startTime).Seconds()
+	}
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err
@@ -136,4 +146,25 @@ func LoadAvg() float64 {
 	var l float64
 	_, _ = fmt.Sscan(string(b), &l)
 	return l
+}
+
+// The program's start, for CPUPressure.
+var (
+	startTime                      = time.Now()
+	startPressure, startPressureOK = cpuPressureTotal()
+)
+
+// cpuPressureTotal reads the total time some task waited for a CPU.
+func cpuPressureTotal() (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return 0, false
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if v, ok := strings.CutPrefix(f, "total="); ok {
+			us, err := strconv.ParseInt(v, 10, 64)
+			return time.Duration(us) * time.Microsecond, err == nil
+		}
+	}
+	return 0, false
 }

@@ -70,7 +70,7 @@ func main() {
 func series(o options) benchresult.Series {
 	s := benchresult.Series{
 		Figure: "failover", Algorithm: o.algorithm, Unit: "ms", Chart: true,
-		Settings: fmt.Sprintf("%d agent processes, %s, H=%s, k=%d (D=%s), /status polled every %s",
+		Settings: fmt.Sprintf("%d agent processes, %s, H=%s, k=%d (D=%s), /status polled every %s; a trial starts with every member up for D and the last unfaulted election 45 H behind (the backoff cap)",
 			o.n, map[bool]string{false: "1 nats-server", true: "each with its embedded nats-server, clustered"}[o.cluster],
 			o.hb, o.misses, time.Duration(o.misses)*o.hb, o.poll),
 	}
@@ -181,8 +181,16 @@ func run(o options) error {
 	var samples []time.Duration
 	d := time.Duration(o.misses) * o.hb
 	restarted := time.Now()
+	// A member that lost an election backs off for up to 45 H (30 H and
+	// +50% jitter) before it stands again, even after it has heard the
+	// winner; if it is the one the others expect to take over, a crash in
+	// that window measures the backoff. Trials start once the elections of
+	// start-up (and any that a busy machine causes) are that far behind.
+	quietSince := time.Now()
+	settle := 45*o.hb + d
 	unplanned := 0 // terms that no fault of ours started
 	for i := 0; i < o.trials; i++ {
+		time.Sleep(settle - time.Since(quietSince))
 		// A member that started less than D ago neither votes nor stands
 		// (it may have acknowledged a leader just before it went down), so
 		// a crash right after a restart measures that wait, not failover.
@@ -204,7 +212,7 @@ func run(o options) error {
 				return fmt.Errorf("the group keeps electing without a fault (%d terms): the machine is too busy to measure", unplanned)
 			}
 			fmt.Printf("before trial %d: %s term %d -> %s term %d without a fault; trial postponed\n", i+1, cur.Leader, cur.Term, now.Leader, now.Term)
-			cur = now
+			cur, quietSince = now, time.Now()
 			i--
 			continue
 		}
