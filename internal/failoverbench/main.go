@@ -44,6 +44,7 @@ type options struct {
 	algorithm string
 	jsonPath  string
 	cluster   bool
+	settle    time.Duration
 }
 
 func main() {
@@ -58,6 +59,7 @@ func main() {
 	flag.BoolVar(&o.fast, "fast", false, "give the agents system-account access: crash failover on the server's disconnect advisories")
 	flag.StringVar(&o.algorithm, "algorithm", "bully", "election algorithm of the agents (bully or ring)")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the samples to this file (benchresult JSON, for make bench)")
+	flag.DurationVar(&o.settle, "settle", -1, "how long after the last unfaulted election a trial may start (default 45 H + D, the backoff cap)")
 	flag.BoolVar(&o.cluster, "cluster", false, "an offline site: every agent runs an embedded server, clustered with the others (fast path: route closures)")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -181,13 +183,17 @@ func run(o options) error {
 	var samples []time.Duration
 	d := time.Duration(o.misses) * o.hb
 	restarted := time.Now()
-	// A member that lost an election backs off for up to 45 H (30 H and
-	// +50% jitter) before it stands again, even after it has heard the
-	// winner; if it is the one the others expect to take over, a crash in
-	// that window measures the backoff. Trials start once the elections of
-	// start-up (and any that a busy machine causes) are that far behind.
+	// A member whose lease lapsed or that lost an election backs off for up
+	// to 45 H (30 H and +50% jitter) before it stands again, even after it
+	// has heard the winner; if it is the one the others expect to take
+	// over, a crash in that window measures the backoff. Trials start once
+	// the elections that no trial caused (start-up, a lease lost while the
+	// machine was busy) are that far behind.
 	quietSince := time.Now()
 	settle := 45*o.hb + d
+	if o.settle >= 0 {
+		settle = o.settle
+	}
 	unplanned := 0 // terms that no fault of ours started
 	for i := 0; i < o.trials; i++ {
 		time.Sleep(settle - time.Since(quietSince))
