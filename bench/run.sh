@@ -2,7 +2,9 @@
 # make bench: runs every benchmark of issue 8, then writes docs/BENCHMARKS.md
 # and docs/benchmarks-failover.png from the results. Each program writes a
 # JSON file to $OUT (the report reads them in name order) and a log beside
-# it; only the closing lines are shown here. Loopback only, bounded in time.
+# it (the failover runs also keep the agents' debug logs, to look into a slow
+# trial afterwards); only the closing lines are shown here. Loopback only,
+# bounded in time.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -36,11 +38,11 @@ step 00-env 20 $GO run ./internal/bench env -json "$OUT/00-env.json"
 i=1
 for alg in $ALGORITHMS; do
 	step "1$i-failover-crash-$alg" 3 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode kill \
-		-trials "$TRIALS" -json "$OUT/1$i-failover-crash-$alg.json"
+		-trials "$TRIALS" -json "$OUT/1$i-failover-crash-$alg.json" -log "$OUT/1$i-failover-crash-$alg.agents.log"
 	step "1$i-failover-silent-$alg" 3 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode freeze \
-		-trials "$TRIALS" -json "$OUT/1$i-failover-silent-$alg.json"
+		-trials "$TRIALS" -json "$OUT/1$i-failover-silent-$alg.json" -log "$OUT/1$i-failover-silent-$alg.agents.log"
 	step "2$i-handover-$alg" 3 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode term \
-		-trials "$TRIALS" -json "$OUT/2$i-handover-$alg.json"
+		-trials "$TRIALS" -json "$OUT/2$i-handover-$alg.json" -log "$OUT/2$i-handover-$alg.agents.log"
 	i=$((i + 1))
 done
 step 30-deliveries 20 $GO run ./internal/bench deliveries -algorithms "${ALGORITHMS// /,}" \

@@ -17,6 +17,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -45,6 +46,7 @@ type options struct {
 	jsonPath  string
 	cluster   bool
 	settle    time.Duration
+	logPath   string
 }
 
 func main() {
@@ -56,6 +58,7 @@ func main() {
 	flag.StringVar(&o.mode, "mode", modeKill, "kill (SIGKILL, crash), freeze (SIGSTOP, a silent failure: the leader is frozen and its connection stays open, so only missed heartbeats reveal it; it is thawed after each trial) or term (SIGTERM, graceful handover)")
 	flag.DurationVar(&o.poll, "poll", time.Millisecond, "status polling interval")
 	flag.BoolVar(&o.verbose, "v", false, "print the agents' logs")
+	flag.StringVar(&o.logPath, "log", "", "write the agents' debug logs to this file (to look into a slow trial afterwards)")
 	flag.BoolVar(&o.fast, "fast", false, "give the agents system-account access: crash failover on the server's disconnect advisories")
 	flag.StringVar(&o.algorithm, "algorithm", "bully", "election algorithm of the agents (bully or ring)")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the samples to this file (benchresult JSON, for make bench)")
@@ -168,6 +171,14 @@ func run(o options) error {
 	site.Journals = true
 	if o.verbose {
 		site.Log = os.Stderr
+	}
+	if o.logPath != "" {
+		f, err := os.Create(o.logPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		site.Log = &lockedWriter{w: f}
 	}
 	defer site.Stop()
 	if err := site.StartAll(); err != nil {
@@ -320,4 +331,17 @@ func report(w io.Writer, samples []time.Duration) {
 	}
 	fmt.Fprintf(w, "\ntrials %d: min %.1f ms, p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms\n",
 		len(s), ms[0], benchresult.Percentile(ms, 50), benchresult.Percentile(ms, 90), benchresult.Percentile(ms, 99), ms[len(ms)-1])
+}
+
+// lockedWriter serializes the agents' log lines, which the harness writes
+// from one goroutine per agent.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
