@@ -43,6 +43,8 @@ for alg in $ALGORITHMS; do
 		-trials "$TRIALS" -json "$OUT/1$i-failover-silent-$alg.json" -log "$OUT/1$i-failover-silent-$alg.agents.log"
 	step "2$i-handover-$alg" 3 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode term \
 		-trials "$TRIALS" -json "$OUT/2$i-handover-$alg.json" -log "$OUT/2$i-handover-$alg.agents.log"
+	step "2$i-transfer-$alg" 3 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode transfer \
+		-trials "$TRIALS" -json "$OUT/2$i-transfer-$alg.json" -log "$OUT/2$i-transfer-$alg.agents.log"
 	i=$((i + 1))
 done
 step 30-deliveries 20 $GO run ./internal/bench deliveries -algorithms "${ALGORITHMS// /,}" \

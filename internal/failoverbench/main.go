@@ -1,15 +1,24 @@
 // Command failoverbench measures crash failover, silent-failure failover and
-// graceful handover of real edge-agent processes on one real NATS server: it
-// SIGKILLs, freezes (SIGSTOP) or SIGTERMs the leader, then polls every
-// survivor's /status until all report the same new leader in a higher term.
-// It prints p50/p99 over the trials, checks the merged leadership journals
-// for lease overlap, and with -json records the samples for `make bench`.
+// graceful handover of real edge-agent processes on one real NATS server (or
+// on clustered embedded servers, -cluster): it SIGKILLs (-mode kill), freezes
+// with SIGSTOP (-mode freeze) or SIGTERMs (-mode term) the leader, or asks it
+// over NATS to hand over to another member (-mode transfer, as `edge-agent
+// transfer` does; the leader keeps running), then polls every agent's /status
+// until all report the same new leader in a higher term. It prints p50/p99
+// over the trials, by that polling and by the agents' own clocks: each agent
+// publishes the moment it saw the new leader (agent.EventsSubject), so the
+// second figure is free of the polling's delays (an HTTP round of /status
+// requests, and a benchmark process that shares the machine's two cores with
+// the agents). It checks the merged leadership journals for lease overlap,
+// and with -json records the samples for `make bench`.
 //
 //	go run ./internal/failoverbench -trials 30 -agents 5 -heartbeat 100ms -misses 3
 //	go run ./internal/failoverbench -fast -mode freeze -json out/freeze.json
+//	go run ./internal/failoverbench -mode transfer
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -21,6 +30,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/internal/benchresult"
 	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/journalcheck"
@@ -31,6 +43,8 @@ const (
 	modeKill   = "kill"   // SIGKILL: a crash; the server sees the connection close
 	modeTerm   = "term"   // SIGTERM: graceful handover
 	modeFreeze = "freeze" // SIGSTOP: a silent failure; the connection stays open
+	// transfer: a planned handover over NATS; the leader keeps running
+	modeTransfer = "transfer"
 )
 
 type options struct {
@@ -55,7 +69,7 @@ func main() {
 	flag.IntVar(&o.n, "agents", 5, "agents in the group")
 	flag.DurationVar(&o.hb, "heartbeat", 100*time.Millisecond, "heartbeat period H")
 	flag.IntVar(&o.misses, "misses", 3, "missed heartbeats k before suspicion")
-	flag.StringVar(&o.mode, "mode", modeKill, "kill (SIGKILL, crash), freeze (SIGSTOP, a silent failure: the leader is frozen and its connection stays open, so only missed heartbeats reveal it; it is thawed after each trial) or term (SIGTERM, graceful handover)")
+	flag.StringVar(&o.mode, "mode", modeKill, "kill (SIGKILL, crash), freeze (SIGSTOP, a silent failure: the leader is frozen and its connection stays open, so only missed heartbeats reveal it; it is thawed after each trial), term (SIGTERM, graceful handover) or transfer (planned handover to another member)")
 	flag.DurationVar(&o.poll, "poll", time.Millisecond, "status polling interval")
 	flag.BoolVar(&o.verbose, "v", false, "print the agents' logs")
 	flag.StringVar(&o.logPath, "log", "", "write the agents' debug logs to this file (to look into a slow trial afterwards)")
@@ -94,6 +108,10 @@ func series(o options) benchresult.Series {
 		s.Figure = "handover"
 		s.Name = "graceful handover (SIGTERM)"
 		s.Targets = []benchresult.Target{{Stat: "p99", Max: 20}}
+	case o.mode == modeTransfer:
+		s.Figure = "handover"
+		s.Name = "planned handover (transfer to a random member)"
+		s.Targets = []benchresult.Target{{Stat: "p99", Max: 20}}
 	}
 	switch {
 	case o.fast && o.cluster:
@@ -108,8 +126,10 @@ func series(o options) benchresult.Series {
 }
 
 func run(o options) error {
-	if o.mode != modeKill && o.mode != modeTerm && o.mode != modeFreeze {
-		return fmt.Errorf("-mode must be kill, freeze or term")
+	switch o.mode {
+	case modeKill, modeTerm, modeFreeze, modeTransfer:
+	default:
+		return fmt.Errorf("-mode must be kill, freeze, term or transfer")
 	}
 	began := time.Now()
 	out := series(o)
@@ -184,6 +204,22 @@ func run(o options) error {
 	if err := site.StartAll(); err != nil {
 		return err
 	}
+	url := site.NATSURL
+	for _, u := range site.ClientURLs { // a clustered site: any gateway's server
+		url = u
+	}
+	nc, err := nats.Connect(url, nats.Name("failoverbench"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	events := &eventLog{}
+	if _, err := nc.Subscribe(agent.EventsSubject(agent.DefaultSubjectPrefix, site.Group), events.add); err != nil {
+		return err
+	}
+	if err := nc.Flush(); err != nil {
+		return err
+	}
 	ids := site.IDs()
 	cur, err := site.WaitAgreement(ids, "", 0, 5*time.Millisecond, 30*time.Second)
 	if err != nil {
@@ -191,7 +227,7 @@ func run(o options) error {
 	}
 	fmt.Printf("failover of %d agent processes (%s), %s, H=%s k=%d (D=%s), mode=%s, detection: %s, poll %s\n",
 		o.n, o.algorithm, bus, o.hb, o.misses, time.Duration(o.misses)*o.hb, o.mode, path, o.poll)
-	var samples []time.Duration
+	var samples, seen []time.Duration
 	d := time.Duration(o.misses) * o.hb
 	restarted := time.Now()
 	// A member whose lease lapsed or that lost an election backs off for up
@@ -233,13 +269,20 @@ func run(o options) error {
 			i--
 			continue
 		}
-		next, err := trial(site, o.mode, cur, o.poll)
+		next, err := trial(site, nc, o.mode, cur, o.poll)
 		if err != nil {
 			return fmt.Errorf("trial %d: %w", i+1, err)
 		}
 		took := next.At.Sub(next.t0)
 		samples = append(samples, took)
+		if at, ok := events.agreed(next.waitFor, next.Leader, next.Term, 2*time.Second); ok {
+			seen = append(seen, at.Sub(next.t0))
+		}
 		fmt.Printf("trial %2d: %s -> %s term %d->%d in %6.1f ms\n", i+1, cur.Leader, next.Leader, cur.Term, next.Term, benchresult.Ms(took))
+		if o.mode == modeTransfer {
+			cur = next.Agreement
+			continue
+		}
 		if o.mode != modeFreeze {
 			if _, err := site.Start(cur.Leader); err != nil {
 				return err
@@ -251,7 +294,10 @@ func run(o options) error {
 			return fmt.Errorf("trial %d: after the old leader came back: %w", i+1, err)
 		}
 	}
-	report(os.Stdout, samples)
+	report(os.Stdout, "polling /status", samples)
+	if len(seen) > 0 {
+		report(os.Stdout, "agents' own clocks (leader-change events)", seen)
+	}
 	site.Stop()
 	entries, err := journalcheck.ReadFiles(site.JournalPaths()...)
 	if err != nil {
@@ -263,6 +309,14 @@ func run(o options) error {
 		out.Samples = append(out.Samples, benchresult.Ms(d))
 	}
 	out.Note = "leadership journals: " + rep.String()
+	if len(seen) > 0 {
+		ms := make([]float64, len(seen))
+		for i, d := range seen {
+			ms[i] = benchresult.Ms(d)
+		}
+		out.Note += fmt.Sprintf("; by the agents' own clocks (their leader-change events, free of the polling's delays) p50 %.1f ms, p99 %.1f ms over %d trials",
+			benchresult.Percentile(ms, 50), benchresult.Percentile(ms, 99), len(ms))
+	}
 	if unplanned > 0 {
 		out.Note += fmt.Sprintf("; the term advanced %d times between trials without a fault (a lease lost while the machine was busy); the trials it touched were postponed", unplanned)
 	}
@@ -279,7 +333,8 @@ func run(o options) error {
 
 type outcome struct {
 	harness.Agreement
-	t0 time.Time
+	t0      time.Time
+	waitFor []string // the agents whose agreement ended the trial
 }
 
 // trial takes the leader away as mode says and waits until the others agree
@@ -287,9 +342,10 @@ type outcome struct {
 // parent sees a SIGKILLed child's exit only when it gets to run (up to 100 ms
 // late on a loaded 2-core machine), and a SIGTERMed leader hands over before
 // it exits, so waiting for the exit first would time the harness, not the
-// failover. A frozen leader is thawed once the others agree: it wakes
-// with its lease long gone and must rejoin as a follower.
-func trial(site *harness.Site, mode string, cur harness.Agreement, poll time.Duration) (outcome, error) {
+// failover. A frozen leader is thawed once the others agree: it wakes with
+// its lease long gone and must rejoin as a follower. A transfer goes to a
+// random other member; the old leader keeps running and must agree too.
+func trial(site *harness.Site, nc *nats.Conn, mode string, cur harness.Agreement, poll time.Duration) (outcome, error) {
 	victim := cur.Leader
 	var survivors []string
 	for _, id := range site.Running() {
@@ -297,8 +353,9 @@ func trial(site *harness.Site, mode string, cur harness.Agreement, poll time.Dur
 			survivors = append(survivors, id)
 		}
 	}
+	waitFor := survivors
 	t0 := time.Now()
-	var wait func() error
+	wait := func() error { return nil }
 	var err error
 	switch mode {
 	case modeKill:
@@ -308,29 +365,96 @@ func trial(site *harness.Site, mode string, cur harness.Agreement, poll time.Dur
 	case modeFreeze:
 		err = site.Freeze(victim)
 		wait = func() error { return site.Thaw(victim) }
+	case modeTransfer:
+		waitFor = site.Running()
+		err = transfer(nc, site.Group, survivors[rand.N(len(survivors))])
 	}
 	if err != nil {
-		return outcome{}, fmt.Errorf("stop %s: %w", victim, err)
+		return outcome{}, fmt.Errorf("%s %s: %w", mode, victim, err)
 	}
-	next, aerr := site.WaitAgreement(survivors, victim, cur.Term, poll, 30*time.Second)
+	next, aerr := site.WaitAgreement(waitFor, victim, cur.Term, poll, 30*time.Second)
 	if werr := wait(); werr != nil {
 		return outcome{}, fmt.Errorf("%s after %s: %w", victim, mode, werr)
 	}
 	if aerr != nil {
 		return outcome{}, aerr
 	}
-	return outcome{Agreement: next, t0: t0}, nil
+	return outcome{Agreement: next, t0: t0, waitFor: waitFor}, nil
 }
 
-func report(w io.Writer, samples []time.Duration) {
+func report(w io.Writer, how string, samples []time.Duration) {
 	s := slices.Clone(samples)
 	slices.Sort(s)
 	ms := make([]float64, len(s))
 	for i, d := range s {
 		ms[i] = benchresult.Ms(d)
 	}
-	fmt.Fprintf(w, "\ntrials %d: min %.1f ms, p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms\n",
-		len(s), ms[0], benchresult.Percentile(ms, 50), benchresult.Percentile(ms, 90), benchresult.Percentile(ms, 99), ms[len(ms)-1])
+	fmt.Fprintf(w, "\n%s: trials %d: min %.1f ms, p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+		how, len(s), ms[0], benchresult.Percentile(ms, 50), benchresult.Percentile(ms, 90), benchresult.Percentile(ms, 99), ms[len(ms)-1])
+}
+
+// eventLog keeps the leader changes the agents publish.
+type eventLog struct {
+	mu  sync.Mutex
+	evs []agent.LeaderChange
+}
+
+func (l *eventLog) add(m *nats.Msg) {
+	var c agent.LeaderChange
+	if json.Unmarshal(m.Data, &c) != nil {
+		return
+	}
+	l.mu.Lock()
+	l.evs = append(l.evs, c)
+	l.mu.Unlock()
+}
+
+// agreed returns when the last of ids saw leader in term, by its own clock,
+// waiting up to timeout for their events to arrive.
+func (l *eventLog) agreed(ids []string, leader string, term uint64, timeout time.Duration) (time.Time, bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		var last time.Time
+		n := 0
+		l.mu.Lock()
+		for _, id := range ids {
+			for _, c := range l.evs {
+				if c.ID == id && c.Leader == leader && c.Term == term {
+					if c.Time.After(last) {
+						last = c.Time
+					}
+					n++
+					break
+				}
+			}
+		}
+		l.mu.Unlock()
+		if n == len(ids) {
+			return last, true
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// transfer asks the group's leader to hand over to nominee, as
+// `edge-agent transfer` does, and waits for its answer.
+func transfer(nc *nats.Conn, group, nominee string) error {
+	body, _ := json.Marshal(agent.ControlRequest{Nominee: nominee})
+	msg, err := nc.Request(agent.ControlSubject(agent.DefaultSubjectPrefix, group, "transfer"), body, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	var r agent.ControlReply
+	if err := json.Unmarshal(msg.Data, &r); err != nil {
+		return err
+	}
+	if !r.OK {
+		return fmt.Errorf("%s refused: %s", r.ID, r.Error)
+	}
+	return nil
 }
 
 // lockedWriter serializes the agents' log lines, which the harness writes
