@@ -37,13 +37,13 @@ step() {
 step 00-env 20 $GO run ./internal/bench env -json "$OUT/00-env.json"
 i=1
 for alg in $ALGORITHMS; do
-	step "1$i-failover-crash-$alg" 3 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode kill \
+	step "1$i-failover-crash-$alg" 6 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode kill \
 		-trials "$TRIALS" -json "$OUT/1$i-failover-crash-$alg.json" -log "$OUT/1$i-failover-crash-$alg.agents.log"
-	step "1$i-failover-silent-$alg" 3 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode freeze \
+	step "1$i-failover-silent-$alg" 6 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode freeze \
 		-trials "$TRIALS" -json "$OUT/1$i-failover-silent-$alg.json" -log "$OUT/1$i-failover-silent-$alg.agents.log"
-	step "2$i-handover-$alg" 3 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode term \
+	step "2$i-handover-$alg" 6 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode term \
 		-trials "$TRIALS" -json "$OUT/2$i-handover-$alg.json" -log "$OUT/2$i-handover-$alg.agents.log"
-	step "2$i-transfer-$alg" 3 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode transfer \
+	step "2$i-transfer-$alg" 6 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode transfer \
 		-trials "$TRIALS" -json "$OUT/2$i-transfer-$alg.json" -log "$OUT/2$i-transfer-$alg.agents.log"
 	i=$((i + 1))
 done

@@ -221,15 +221,19 @@ type file struct {
 	Seconds float64  `json:"seconds"`
 	Series  []series `json:"series"`
 	Load1   float64  `json:"load1"`
-	// CPUPressure: see internal/benchresult.
+	// CPUPressure and IOPressure: see internal/benchresult.
 	CPUPressure float64 `json:"cpu_pressure"`
+	IOPressure  float64 `json:"io_pressure"`
 }
 
-var startPressure, startOK = cpuPressureTotal()
+var (
+	startCPU, startCPUOK = pressureTotal("cpu")
+	startIO, startIOOK   = pressureTotal("io")
+)
 
-// cpuPressureTotal reads the total time some task waited for a CPU (PSI).
-func cpuPressureTotal() (time.Duration, bool) {
-	b, err := os.ReadFile("/proc/pressure/cpu")
+// pressureTotal reads the total time some task waited for resource (PSI).
+func pressureTotal(resource string) (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/pressure/" + resource)
 	if err != nil {
 		return 0, false
 	}
@@ -247,9 +251,12 @@ func write(path string, began time.Time, s series) error {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		_, _ = fmt.Sscan(string(b), &f.Load1)
 	}
-	f.CPUPressure = -1
-	if now, ok := cpuPressureTotal(); ok && startOK {
-		f.CPUPressure = (now - startPressure).Seconds() / time.Since(began).Seconds()
+	f.CPUPressure, f.IOPressure = -1, -1
+	if now, ok := pressureTotal("cpu"); ok && startCPUOK {
+		f.CPUPressure = (now - startCPU).Seconds() / time.Since(began).Seconds()
+	}
+	if now, ok := pressureTotal("io"); ok && startIOOK {
+		f.IOPressure = (now - startIO).Seconds() / time.Since(began).Seconds()
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err

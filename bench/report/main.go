@@ -52,7 +52,9 @@ type file struct {
 	// CPUPressure is the share of the run during which some runnable task
 	// waited for a CPU; -1 if unknown.
 	CPUPressure float64 `json:"cpu_pressure"`
-	Env         []kv    `json:"env,omitempty"`
+	// IOPressure is the same for tasks waiting on I/O.
+	IOPressure float64 `json:"io_pressure"`
+	Env        []kv    `json:"env,omitempty"`
 }
 
 func main() {

@@ -39,25 +39,23 @@ func render(files []file, chartName, analysis string) string {
 		w("| %s | %s |\n", e.Key, e.Value)
 	}
 	w("\nThe machine is shared: other work may run beside the benchmarks and compete for its %s cores, which shows in the tails. ", coresOf(env))
-	w("For each program, its run time, the 1-minute load average when it finished, and the CPU pressure: the share of its run during which some runnable task (anyone's) waited for a CPU (Linux PSI, /proc/pressure/cpu).\n\n")
-	w("| program | run time | load average | CPU pressure |\n|---|---|---|---|\n")
+	w("For each program, its run time, the 1-minute load average when it finished, and the CPU and I/O pressure: the share of its run during which some task (anyone's) waited for a CPU, or for I/O (Linux PSI, /proc/pressure/cpu and io; the agents fsync their term before they proclaim or vote).\n\n")
+	w("| program | run time | load average | CPU pressure | I/O pressure |\n|---|---|---|---|---|\n")
 	for _, f := range files {
 		if f.Program == "bench env" {
 			continue
 		}
 		label := f.Program
-		if len(f.Series) > 0 && f.Series[0].Figure != "" {
+		if len(f.Series) == 1 {
+			label = fmt.Sprintf("%s: %s (%s)", f.Program, f.Series[0].Name, f.Series[0].Algorithm)
+		} else if len(f.Series) > 0 && f.Series[0].Figure != "" {
 			label = fmt.Sprintf("%s (%s", f.Program, f.Series[0].Figure)
 			if f.Series[0].Algorithm != "" {
 				label += ", " + f.Series[0].Algorithm
 			}
 			label += ")"
 		}
-		pressure := "unknown"
-		if f.CPUPressure >= 0 {
-			pressure = fmt.Sprintf("%.0f%%", 100*f.CPUPressure)
-		}
-		w("| %s | %.0f s | %.2f | %s |\n", label, f.Seconds, f.Load1, pressure)
+		w("| %s | %.0f s | %.2f | %s | %s |\n", label, f.Seconds, f.Load1, share(f.CPUPressure), share(f.IOPressure))
 	}
 	w("\n")
 
@@ -210,4 +208,11 @@ func coresOf(env []kv) string {
 		}
 	}
 	return "few"
+}
+
+func share(p float64) string {
+	if p < 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.1f%%", 100*p)
 }

@@ -69,6 +69,9 @@ type File struct {
 	// runnable task waited for a CPU (Linux PSI, /proc/pressure/cpu "some"),
 	// whoever's task it was; -1 where the kernel does not report it.
 	CPUPressure float64 `json:"cpu_pressure"`
+	// IOPressure is the same for tasks waiting on I/O (/proc/pressure/io):
+	// an agent persists its term with fsync before it proclaims or votes.
+	IOPressure float64 `json:"io_pressure"`
 	// Env describes the machine and the versions (bench env only).
 	Env []KV `json:"env,omitempty"`
 }
@@ -86,9 +89,12 @@ func Write(path string, f File) error {
 		return err
 	}
 	f.Load1 = LoadAvg()
-	f.CPUPressure = -1
-	if now, ok := cpuPressureTotal(); ok && startPressureOK {
-		f.CPUPressure = (now - startPressure).Seconds() / time.Since(startTime).Seconds()
+	f.CPUPressure, f.IOPressure = -1, -1
+	if now, ok := pressureTotal("cpu"); ok && startCPUOK {
+		f.CPUPressure = (now - startCPU).Seconds() / time.Since(startTime).Seconds()
+	}
+	if now, ok := pressureTotal("io"); ok && startIOOK {
+		f.IOPressure = (now - startIO).Seconds() / time.Since(startTime).Seconds()
 	}
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
@@ -148,15 +154,17 @@ func LoadAvg() float64 {
 	return l
 }
 
-// The program's start, for CPUPressure.
+// The program's start, for CPUPressure and IOPressure.
 var (
-	startTime                      = time.Now()
-	startPressure, startPressureOK = cpuPressureTotal()
+	startTime            = time.Now()
+	startCPU, startCPUOK = pressureTotal("cpu")
+	startIO, startIOOK   = pressureTotal("io")
 )
 
-// cpuPressureTotal reads the total time some task waited for a CPU.
-func cpuPressureTotal() (time.Duration, bool) {
-	b, err := os.ReadFile("/proc/pressure/cpu")
+// pressureTotal reads the total time some task waited for resource (cpu,
+// io), from Linux's pressure stall information.
+func pressureTotal(resource string) (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/pressure/" + resource)
 	if err != nil {
 		return 0, false
 	}
