@@ -20,6 +20,8 @@ func colourOf(s series) color.Color {
 	switch {
 	case s.Algorithm == "raft" || s.Figure == "peer":
 		return color.Black
+	case s.Figure == "handover" && strings.Contains(s.Name, "transfer"):
+		return color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}
 	case s.Figure == "handover":
 		return color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
 	case strings.Contains(s.Name, "silent"):
