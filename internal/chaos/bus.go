@@ -117,14 +117,27 @@ func (s *Server) Start() error {
 		}
 		opts.Routes = s.routes
 	}
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		return fmt.Errorf("chaos: server %s: %w", s.name, err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
+	// A restart reuses the server's ports; on a busy machine one of them can
+	// be held for a moment by another process's outgoing connection (the
+	// ports come from the ephemeral range), so a start that does not come up
+	// is retried a few times before it counts as a failure.
+	var srv *server.Server
+	for attempt := 1; ; attempt++ {
+		var err error
+		srv, err = server.NewServer(opts)
+		if err != nil {
+			return fmt.Errorf("chaos: server %s: %w", s.name, err)
+		}
+		go srv.Start()
+		if srv.ReadyForConnections(5*time.Second) && (!s.clustered || srv.ClusterAddr() != nil) {
+			break
+		}
 		srv.Shutdown()
-		return fmt.Errorf("chaos: server %s not ready", s.name)
+		srv.WaitForShutdown()
+		if attempt == 5 {
+			return fmt.Errorf("chaos: server %s not ready after %d attempts", s.name, attempt)
+		}
+		time.Sleep(500 * time.Millisecond) // let a transient holder of the port go
 	}
 	s.srv = srv
 	s.clientPort = srv.Addr().(*net.TCPAddr).Port
