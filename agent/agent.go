@@ -516,6 +516,11 @@ func (a *Agent) process() error {
 	if rd.Role == election.Follower {
 		a.m.electionEnded("failed", now) // a candidacy given up for a higher term
 	}
+	// The snapshot first: a caller that sees IsLeader turn true must not
+	// then read a status from before the election.
+	a.mu.Lock()
+	a.snapshot = a.node.Status()
+	a.mu.Unlock()
 	// Leadership: the lease runs from the send time of the newest heartbeat
 	// a quorum acknowledged.
 	if rd.Role == election.Leader {
@@ -663,7 +668,10 @@ func (a *Agent) Status() StatusReport {
 	a.mu.Unlock()
 	role := st.Role.String()
 	leading := a.IsLeader()
-	if st.Role == election.Leader && !leading {
+	switch {
+	case leading:
+		role = election.Leader.String()
+	case st.Role == election.Leader:
 		role = election.Follower.String()
 	}
 	r := StatusReport{
