@@ -518,8 +518,9 @@ func (a *Agent) process() error {
 	}
 	// The snapshot first: a caller that sees IsLeader turn true must not
 	// then read a status from before the election.
+	st := a.node.Status()
 	a.mu.Lock()
-	a.snapshot = a.node.Status()
+	a.snapshot = st
 	a.mu.Unlock()
 	// Leadership: the lease runs from the send time of the newest heartbeat
 	// a quorum acknowledged.
@@ -566,10 +567,6 @@ func (a *Agent) process() error {
 		}
 		a.watchers.publish(a.leaderChange(old, rd.Leader, rd.Term))
 	}
-	st := a.node.Status()
-	a.mu.Lock()
-	a.snapshot = st
-	a.mu.Unlock()
 	a.m.quorumLive.Set(float64(st.Live))
 	boolGauge(a.m.quorumOK, st.Live >= st.Quorum)
 	boolGauge(a.m.natsConnected, a.transport.Connected())

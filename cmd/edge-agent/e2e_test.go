@@ -184,6 +184,16 @@ func TestE2EFailoverWithProcesses(t *testing.T) {
 
 	// Across the crash, the handover and the resign: never two valid leases
 	// at once, one vote per term, terms never back.
+	if rep := checkJournals(t, site); len(rep.Intervals) < 4 {
+		t.Fatalf("journals: %s; want at least 4 lease intervals", rep)
+	}
+}
+
+// checkJournals stops the site and fails the test unless the merged
+// leadership journals show no lease overlap, no double vote, no term led
+// twice and no term going back.
+func checkJournals(t *testing.T, site *harness.Site) *journalcheck.Report {
+	t.Helper()
 	site.Stop()
 	entries, err := journalcheck.ReadFiles(site.JournalPaths()...)
 	if err != nil {
@@ -191,10 +201,11 @@ func TestE2EFailoverWithProcesses(t *testing.T) {
 	}
 	rep := journalcheck.Check(entries, time.Now())
 	t.Logf("journals: %s", rep)
-	if !rep.OK() || len(rep.Intervals) < 4 {
+	if !rep.OK() {
 		t.Fatalf("journals: %s; overlaps %v; double votes %v; split terms %v; regressions %v",
 			rep, rep.Overlaps, rep.DoubleVotes, rep.SplitTerms, rep.TermRegressions)
 	}
+	return rep
 }
 
 // TestE2EBadConfigExitsTwo: a bad config or flag is one clear error naming
@@ -307,14 +318,7 @@ func TestE2EFastFailoverOnServerAdvisory(t *testing.T) {
 	if fast == 0 {
 		t.Fatalf("no survivor took the fast path")
 	}
-	site.Stop()
-	entries, err := journalcheck.ReadFiles(site.JournalPaths()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep := journalcheck.Check(entries, time.Now()); !rep.OK() {
-		t.Fatalf("journals: %s; overlaps %v", rep, rep.Overlaps)
-	}
+	checkJournals(t, site)
 }
 
 // TestE2ERingFailover: five Ring agent processes; SIGKILL the leader, then
@@ -361,12 +365,5 @@ func TestE2ERingFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("ring: %s (term %d) -> %s (term %d) -> %s (term %d)", first.Leader, first.Term, second.Leader, second.Term, third.Leader, third.Term)
-	site.Stop()
-	entries, err := journalcheck.ReadFiles(site.JournalPaths()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep := journalcheck.Check(entries, time.Now()); !rep.OK() {
-		t.Fatalf("journals: %s; overlaps %v", rep, rep.Overlaps)
-	}
+	checkJournals(t, site)
 }

@@ -44,7 +44,13 @@ func BuildBinary(dir string) (string, error) {
 // StartNATS starts a real nats-server in this process on a free loopback
 // port.
 func StartNATS() (*server.Server, error) {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	return startServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+}
+
+// startServer runs a nats-server with opts in this process and waits until
+// it accepts clients.
+func startServer(opts *server.Options) (*server.Server, error) {
+	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +75,7 @@ const (
 func StartNATSWithSystemAccount() (*server.Server, error) {
 	app := server.NewAccount("APP")
 	sys := server.NewAccount("SYS")
-	s, err := server.NewServer(&server.Options{
+	return startServer(&server.Options{
 		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
 		Accounts:      []*server.Account{app, sys},
 		SystemAccount: "SYS",
@@ -79,15 +85,6 @@ func StartNATSWithSystemAccount() (*server.Server, error) {
 		},
 		NoAuthUser: "app",
 	})
-	if err != nil {
-		return nil, err
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		return nil, errors.New("nats-server not ready")
-	}
-	return s, nil
 }
 
 // Site is a group of agent processes sharing one NATS URL, or each running
@@ -278,33 +275,11 @@ func (s *Site) Terminate(id string) error {
 }
 
 func (s *Site) signal(id string, sig syscall.Signal) error {
-	s.mu.Lock()
-	p := s.procs[id]
-	delete(s.procs, id)
-	s.mu.Unlock()
-	if p == nil {
-		return fmt.Errorf("agent %s not running", id)
-	}
-	if err := p.Cmd.Process.Signal(sig); err != nil {
+	wait, err := s.StopAsync(id, sig)
+	if err != nil {
 		return err
 	}
-	sent := time.Now()
-	select {
-	case <-p.exited:
-	case <-time.After(20 * time.Second):
-		_ = p.Cmd.Process.Kill()
-		<-p.exited
-		return fmt.Errorf("agent %s did not exit within 20s of %v", id, sig)
-	}
-	if sig == syscall.SIGKILL {
-		// A dead process holds no lease: its journal interval ends when
-		// kill(2) returned. SIGKILL cannot be caught and lands within
-		// microseconds, long before a successor can be elected; the exit is
-		// only seen here after wait, which on a loaded machine can lag by
-		// 100 ms and would show as a false overlap.
-		return s.journalDeath(id, sent)
-	}
-	return p.exitErr
+	return wait()
 }
 
 func (s *Site) journalDeath(id string, at time.Time) error {

@@ -50,13 +50,17 @@ func (s *Site) StopAsync(id string, sig syscall.Signal) (wait func() error, err 
 	return func() error {
 		select {
 		case <-p.exited:
-
 		case <-time.After(20 * time.Second):
 			_ = p.Cmd.Process.Kill()
 			<-p.exited
 			return fmt.Errorf("agent %s did not exit within 20s of %v", id, sig)
 		}
 		if sig == syscall.SIGKILL {
+			// A dead process holds no lease: its journal interval ends when
+			// kill(2) returned. SIGKILL cannot be caught and lands within
+			// microseconds, long before a successor can be elected; the exit
+			// is only seen here after wait, which on a loaded machine can
+			// lag by 100 ms and would show as a false overlap.
 			return s.journalDeath(id, sent)
 		}
 		return p.exitErr
