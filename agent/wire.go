@@ -204,6 +204,10 @@ var fieldRules = map[election.MsgType]fieldRule{
 	election.MsgResign:      {needTerm: true, nominee: true},
 	election.MsgRingToken:   {seq: true, needSeq: true, initiator: true, needInitiator: true, participants: true, needTo: true},
 	election.MsgRingAck:     {seq: true, needSeq: true, initiator: true, needInitiator: true, needTo: true},
+	// A pre-vote request names the term asked for and numbers the request;
+	// the reply echoes the number, or carries 0 when sent unasked.
+	election.MsgPreVote:      {needTerm: true, seq: true, needSeq: true},
+	election.MsgPreVoteReply: {needTerm: true, seq: true, granted: true, needTo: true},
 }
 
 // Encode returns the wire form of m, a message of group. It refuses (with a
@@ -245,7 +249,7 @@ func EncodeNumbered(group string, m election.Message, ep, n uint64) ([]byte, err
 		Ep:           ep,
 		N:            n,
 	}
-	if m.Type == election.MsgVote {
+	if m.Type == election.MsgVote || m.Type == election.MsgPreVoteReply {
 		w.Granted = &m.Granted
 	}
 	data, err := json.Marshal(&w)

@@ -48,6 +48,10 @@ func wireSamples() []election.Message {
 		{Type: election.MsgRingToken, From: "a", To: "b", Term: 5, Seq: 1, Initiator: "a", Participants: []string{"a"}},
 		{Type: election.MsgRingAck, From: "c", To: "b", Term: 1, Seq: 7, Initiator: "b"},
 		{Type: election.MsgRingAck, From: "c", To: "b", Seq: 1, Initiator: "a"},
+		{Type: election.MsgPreVote, From: "a", Term: 5, Seq: 3},
+		{Type: election.MsgPreVoteReply, From: "a", To: "b", Term: 5, Seq: 3, Granted: true},
+		{Type: election.MsgPreVoteReply, From: "a", To: "b", Term: 5, Granted: true},
+		{Type: election.MsgPreVoteReply, From: "a", To: "b", Term: 7, Seq: 3},
 	}
 }
 
@@ -100,6 +104,10 @@ func TestWireEncodeFormat(t *testing.T) {
 		{
 			election.Message{Type: election.MsgRingAck, From: "b", To: "a", Term: 2, Seq: 1, Initiator: "a"},
 			`{"v":1,"group":"g","type":"ring_ack","from":"b","to":"a","term":2,"seq":1,"initiator":"a"}`,
+		},
+		{
+			election.Message{Type: election.MsgPreVoteReply, From: "b", To: "a", Term: 4, Granted: true},
+			`{"v":1,"group":"g","type":"pre_vote_reply","from":"b","to":"a","term":4,"granted":true}`,
 		},
 		{
 			election.Message{Type: election.MsgResign, From: "a", Term: 9, Nominee: "b"},

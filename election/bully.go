@@ -52,6 +52,7 @@ func (b *bully) startElection(expected string) {
 		c.tryProclaim()
 		return
 	}
+	c.suspect(expected)
 	b.wait(bullyAwaitCoord, expected, c.cfg.AnswerTicks)
 }
 

@@ -54,6 +54,24 @@ type core struct {
 	pendingAt         int64
 	nominee           string // the member a resigning leader handed over to
 	leaderConn        string // the bus connection the leader announced
+	// goneConfirmed: the bus reported the leader's connection closed, so
+	// this member is connected and the leader is really gone; its next
+	// proclaim needs no pre-vote.
+	goneConfirmed bool
+	// pendingPre holds pre-vote requests deferred while a live leader was
+	// heard, by requester; they are answered when the leader goes silent.
+	pendingPre map[string]pendingMsg
+
+	// Pre-vote side: preVotes is non-nil while this member asks whether a
+	// quorum would vote for it in the next term. Members that suspect the
+	// leader tell the member they expect to proclaim at once, unasked
+	// (earlyPre); the request goes out only if they have not after
+	// preVoteAsk.
+	preVotes   map[string]bool
+	preVoteAsk int64
+	preVoteEnd int64
+	preVoteSq  uint64
+	earlyPre   map[string]pendingMsg
 
 	// Candidate side.
 	votes      map[string]bool
@@ -98,6 +116,8 @@ func newCore(cfg Config) (*core, error) {
 		}
 	}
 	c.lastSeen[c.self.ID] = 0
+	c.pendingPre = make(map[string]pendingMsg)
+	c.earlyPre = make(map[string]pendingMsg)
 	// A member that just started may have acknowledged a leader right
 	// before it went down: it grants no vote and does not stand for D ticks,
 	// exactly as if it had just heard that leader. This keeps leases safe
@@ -164,6 +184,8 @@ func (c *core) adoptTerm(t uint64) {
 		c.role = Follower
 	}
 	c.votes, c.refusals = nil, nil
+	c.endPreVote()
+	clear(c.earlyPre)
 }
 
 // --- Node interface ---------------------------------------------------------
@@ -245,6 +267,16 @@ func (c *core) tickFollower() {
 	if c.votePending() {
 		return
 	}
+	c.preVotePending()
+	if c.preVotes != nil {
+		switch {
+		case c.now >= c.preVoteEnd:
+			c.preVoteFailed("no quorum of pre-votes in time")
+		case c.now == c.preVoteAsk:
+			c.send(Message{Type: MsgPreVote, Term: c.hs.Term + 1, Seq: c.preVoteSq})
+		}
+		return
+	}
 	if c.alg.busy() {
 		if c.now >= c.alg.deadline() {
 			c.alg.onDeadline()
@@ -302,6 +334,10 @@ func (c *core) heartbeat() {
 }
 
 func (c *core) becomeLeader() {
+	c.endPreVote()
+	c.goneConfirmed = false
+	clear(c.pendingPre)
+	clear(c.earlyPre)
 	c.role = Leader
 	c.leaderSince = c.now
 	c.leaderResigned = false
@@ -449,9 +485,11 @@ func (c *core) LeaderGone(id, conn string) bool {
 	c.setLeader("")
 	c.leaderConn = ""
 	c.lastLeaderContact = neverTick
+	c.goneConfirmed = true
 	if c.votePending() {
 		return true
 	}
+	c.preVotePending()
 	if !c.alg.busy() && c.now >= c.standAfter {
 		c.alg.startElection("")
 	}
@@ -485,6 +523,10 @@ func (c *core) Step(m Message) error {
 		return c.stepVote(m)
 	case MsgResign:
 		return c.stepResign(m)
+	case MsgPreVote:
+		return c.stepPreVote(m)
+	case MsgPreVoteReply:
+		return c.stepPreVoteReply(m)
 	case MsgElection, MsgOK, MsgRingToken, MsgRingAck:
 		return c.alg.step(m)
 	}
@@ -522,6 +564,10 @@ func (c *core) stepHeartbeat(m Message) error {
 	}
 	c.alg.reset()
 	c.pending = nil
+	c.endPreVote()
+	c.goneConfirmed = false
+	clear(c.pendingPre)
+	clear(c.earlyPre)
 	c.lastLeaderContact = c.now
 	c.leaderResigned = false
 	c.setLeader(m.From)
@@ -543,12 +589,20 @@ func (c *core) stepHeartbeat(m Message) error {
 	return nil
 }
 
-// tryProclaim proclaims unless the node is still backing off.
+// tryProclaim proclaims unless the node is still backing off. Unless the
+// bus confirmed that the leader is gone, it first asks for pre-votes: a
+// member cut off from the group (one-way cut, black hole, a partition's
+// minority) then never raises its term, and so cannot depose a healthy
+// leader with that term when the link heals.
 func (c *core) tryProclaim() {
-	if c.now < c.standAfter {
+	if c.now < c.standAfter || c.preVotes != nil {
 		return
 	}
-	c.proclaim()
+	if c.goneConfirmed || c.quorum <= 1 {
+		c.proclaim()
+		return
+	}
+	c.startPreVote()
 }
 
 // highestInView returns the highest-ranked member believed alive.
@@ -566,6 +620,8 @@ func (c *core) highestInView() string {
 func (c *core) proclaim() {
 	c.alg.reset()
 	c.pending = nil
+	c.endPreVote()
+	c.goneConfirmed = false
 	c.hs = HardState{Term: c.hs.Term + 1, VotedFor: c.self.ID}
 	c.hsChanged = true
 	c.role = Candidate
@@ -634,6 +690,7 @@ func (c *core) stepCoordinator(m Message) error {
 		c.votes, c.refusals = nil, nil
 	}
 	c.alg.reset()
+	c.endPreVote()
 	c.hs.VotedFor = m.From
 	c.hsChanged = true
 	c.lastLeaderContact = c.now
@@ -714,5 +771,129 @@ func (c *core) stepResign(m Message) error {
 	}
 	c.alg.reset()
 	c.alg.startElection(m.Nominee)
+	return nil
+}
+
+// --- pre-vote ---------------------------------------------------------------
+
+// pendingMsg is a request kept for later, with the tick it arrived.
+type pendingMsg struct {
+	m  Message
+	at int64
+}
+
+// startPreVote finds out whether a quorum would vote for this node in the
+// next term. Nothing is persisted and no term changes: a member that cannot
+// reach a quorum learns it without leaving a higher term behind.
+//
+// In the common case nothing is sent: every member that notices the
+// leader's silence sends its pre-vote, unasked, to the member it expects to
+// proclaim (see suspect), and they all notice within a tick or two of each
+// other. The grants already received count; only if a quorum is not there
+// after a quarter of AnswerTicks does the request go out to everyone (the
+// expected member differs between views, or this member stands after the
+// textbook ELECTION/OK exchange). That keeps a failover at three messages
+// per member (suspicion, COORDINATOR, vote), as without pre-votes.
+func (c *core) startPreVote() {
+	c.preVoteSq++
+	c.preVotes = map[string]bool{c.self.ID: true}
+	for id, p := range c.earlyPre {
+		if p.m.Term == c.hs.Term+1 && c.now-p.at <= int64(c.cfg.AnswerTicks) {
+			c.preVotes[id] = true
+		}
+	}
+	clear(c.earlyPre)
+	if len(c.preVotes) >= c.quorum {
+		c.proclaim()
+		return
+	}
+	c.preVoteAsk = c.now + int64(max(1, c.cfg.AnswerTicks/4))
+	c.preVoteEnd = c.now + int64(c.cfg.AnswerTicks)
+}
+
+// suspect tells expected, unasked, that this member no longer hears a
+// leader and would vote for it in the next term: its pre-vote. Not sent
+// when the bus confirmed the leader gone (the expected member was told too
+// and proclaims without pre-votes) or when the leader resigned (its nominee
+// proclaims at once).
+func (c *core) suspect(expected string) {
+	if expected == c.self.ID || c.goneConfirmed || c.leaderResigned || c.leaderLive() {
+		return
+	}
+	c.send(Message{Type: MsgPreVoteReply, To: expected, Term: c.hs.Term + 1, Granted: true})
+}
+
+func (c *core) endPreVote() { c.preVotes = nil }
+
+func (c *core) preVoteFailed(reason string) {
+	c.endPreVote()
+	c.event(EventElectionFailed, "", "pre-vote: "+reason)
+	c.standAfter = c.now + int64(c.backoffTicks())
+}
+
+// stepPreVote answers a pre-vote request. The answer is yes when this
+// member would grant a COORDINATOR of that term now: the term is above its
+// own and no live leader is heard, or the requester is that leader. While a
+// live leader is heard the request is kept, unanswered, and granted if the
+// leader goes silent within AnswerTicks (members notice a silence a tick or
+// two apart). The request never changes this member's term or vote.
+func (c *core) stepPreVote(m Message) error {
+	if m.Term <= c.hs.Term {
+		c.send(Message{Type: MsgPreVoteReply, To: m.From, Term: c.hs.Term, Seq: m.Seq})
+		return nil
+	}
+	if c.leaderLive() && m.From != c.leader {
+		if c.role == Follower {
+			c.pendingPre[m.From] = pendingMsg{m: m, at: c.now}
+		}
+		return nil
+	}
+	c.send(Message{Type: MsgPreVoteReply, To: m.From, Term: m.Term, Seq: m.Seq, Granted: true})
+	return nil
+}
+
+// preVotePending grants the pre-vote requests deferred while a leader was
+// heard, now that it is not, if they are still fresh.
+func (c *core) preVotePending() {
+	for id, p := range c.pendingPre {
+		delete(c.pendingPre, id)
+		if c.now-p.at <= int64(c.cfg.AnswerTicks) && p.m.Term > c.hs.Term {
+			c.send(Message{Type: MsgPreVoteReply, To: id, Term: p.m.Term, Seq: p.m.Seq, Granted: true})
+		}
+	}
+}
+
+func (c *core) stepPreVoteReply(m Message) error {
+	if c.role != Follower {
+		return nil
+	}
+	if m.Granted && m.Seq == 0 && c.preVotes == nil {
+		// A pre-vote sent unasked (see suspect): kept until this member
+		// notices the silence too, or hears a leader.
+		if m.Term == c.hs.Term+1 {
+			c.earlyPre[m.From] = pendingMsg{m: m, at: c.now}
+		}
+		return nil
+	}
+	if c.preVotes == nil || (m.Seq != 0 && m.Seq != c.preVoteSq) {
+		return nil // not asking, or an answer to an earlier round
+	}
+	if m.Granted {
+		if m.Term != c.hs.Term+1 {
+			return nil
+		}
+		c.preVotes[m.From] = true
+		if len(c.preVotes) >= c.quorum {
+			c.proclaim()
+		}
+		return nil
+	}
+	// A refusal carries the member's term, at or above the one asked for:
+	// the group has moved on to a term this member missed. Follow it, and
+	// stand again (if still leaderless) after a backoff.
+	if m.Term > c.hs.Term {
+		c.adoptTerm(m.Term)
+		c.standAfter = c.now + int64(c.backoffTicks())
+	}
 	return nil
 }

@@ -32,7 +32,7 @@ func fuzzOne(t *testing.T, name string, newNode func(Config) (Node, error), data
 	})
 	pick := func(b byte) string { return s.ids[int(b)%n] }
 	for i := 2; i < len(data); i++ {
-		op := data[i] % 17
+		op := data[i] % 18
 		arg := byte(0)
 		if i+1 < len(data) {
 			arg = data[i+1]
@@ -105,6 +105,22 @@ func fuzzOne(t *testing.T, name string, newNode func(Config) (Node, error), data
 					}
 				}
 			}
+			i++
+		case 17:
+			// A pre-vote request, of any term, from any member: answered or
+			// kept, but it never moves a member's term or vote.
+			id, from := pick(arg), pick(arg>>3)
+			if s.crashed[id] || id == from {
+				continue
+			}
+			before := s.nodes[id].Status()
+			_ = s.nodes[id].Step(Message{Type: MsgPreVote, From: from, Term: before.Term + uint64(arg%3), Seq: uint64(arg) + 1})
+			rd := s.nodes[id].Ready()
+			after := s.nodes[id].Status()
+			if rd.HardStateChanged || after.Term != before.Term || after.Role != before.Role || after.Leader != before.Leader {
+				t.Fatalf("%s: a pre-vote request changed %s: term %d->%d, role %v->%v", name, id, before.Term, after.Term, before.Role, after.Role)
+			}
+			s.queue = append(s.queue, rd.Messages...)
 			i++
 		case 15:
 			// Garbage: must be rejected without any change of state.

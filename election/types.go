@@ -41,6 +41,8 @@ type MsgType uint8
 // The message types. Heartbeat, Ack and Resign are shared by both algorithms;
 // Election, OK, Coordinator and Vote are the Bully exchange (Coordinator is
 // also the vote request); RingToken and RingAck carry the Ring election.
+// PreVote and PreVoteReply ask "would you vote for me in the next term?"
+// without raising anyone's term (see core.tryProclaim).
 const (
 	MsgInvalid MsgType = iota
 	MsgHeartbeat
@@ -52,20 +54,24 @@ const (
 	MsgResign
 	MsgRingToken
 	MsgRingAck
+	MsgPreVote
+	MsgPreVoteReply
 	msgTypeEnd
 )
 
 var msgTypeNames = [...]string{
-	MsgInvalid:     "invalid",
-	MsgHeartbeat:   "heartbeat",
-	MsgAck:         "ack",
-	MsgElection:    "election",
-	MsgOK:          "ok",
-	MsgCoordinator: "coordinator",
-	MsgVote:        "vote",
-	MsgResign:      "resign",
-	MsgRingToken:   "ring_token",
-	MsgRingAck:     "ring_ack",
+	MsgInvalid:      "invalid",
+	MsgHeartbeat:    "heartbeat",
+	MsgAck:          "ack",
+	MsgElection:     "election",
+	MsgOK:           "ok",
+	MsgCoordinator:  "coordinator",
+	MsgVote:         "vote",
+	MsgResign:       "resign",
+	MsgRingToken:    "ring_token",
+	MsgRingAck:      "ring_ack",
+	MsgPreVote:      "pre_vote",
+	MsgPreVoteReply: "pre_vote_reply",
 }
 
 // String returns the wire name of t.
