@@ -388,8 +388,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent started", "algorithm", a.cfg.Algorithm, "members", len(a.cfg.Members),
 		"quorum", a.cfg.Quorum, "heartbeat", a.cfg.Heartbeat, "suspect_after", a.cfg.SuspectAfter(),
 		"lease", a.cfg.Lease, "term", a.lastHS.Term)
-	ticker := time.NewTicker(a.cfg.Tick())
-	defer ticker.Stop()
+	clock := newTickClock(a.mono(), a.cfg.Tick())
+	timer := time.NewTimer(a.cfg.Tick())
+	defer timer.Stop()
 	inbox := a.transport.Inbox()
 	a.lastLoopRun.Store(int64(a.mono()))
 	for {
@@ -397,14 +398,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return a.shutdown()
-		case <-ticker.C:
-			a.node.Tick()
+		case <-timer.C:
+			clock.catchUp(a.node, a.mono())
 			a.checkRoutes()
 			err = a.process()
 		case m, ok := <-inbox:
 			if !ok {
 				return errors.New("agent: transport closed")
 			}
+			clock.catchUp(a.node, a.mono())
 			if first, gerr := a.algGuard.check(m, time.Now()); gerr != nil {
 				a.m.badMessage("algorithm_mismatch")
 				if first {
@@ -420,12 +422,15 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			err = a.process()
 		case r := <-a.gone:
+			clock.catchUp(a.node, a.mono())
 			a.onGone(r)
 			err = a.process()
 		case <-a.disc:
+			clock.catchUp(a.node, a.mono())
 			a.onOwnDisconnect()
 			err = a.process()
 		case r := <-a.reqs:
+			clock.catchUp(a.node, a.mono())
 			rerr := a.node.Resign(r.nominee)
 			err = a.process()
 			if err == nil {
@@ -437,7 +442,65 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.stopLeading("persist failed")
 			return err
 		}
+		a.sleepUntilDue(timer, clock)
 	}
+}
+
+// sleepUntilDue sets timer for the next moment the loop has work without a
+// message: the core's next due tick, the end of the wall-clock lease, the
+// next poll of the routes (cluster mode); and at least every H, so that the
+// watchdog sees a live loop. An idle follower wakes for heartbeats only,
+// instead of every tick: on a gateway most of an idle agent's CPU was the
+// tick's wakeups.
+func (a *Agent) sleepUntilDue(timer *time.Timer, clock *tickClock) {
+	now := a.mono()
+	due := min(clock.at(a.node.NextTick()), now+a.cfg.Heartbeat)
+	if a.leading.Load() {
+		due = min(due, time.Duration(a.leaseEnd.Load()))
+	}
+	if a.routes != nil && !a.noFast {
+		due = min(due, now+a.cfg.Tick())
+	}
+	if !timer.Stop() {
+		select {
+		case <-timer.C:
+		default:
+		}
+	}
+	timer.Reset(max(due-now, 0))
+}
+
+// tickClock maps the monotonic clock to the core's ticks: tick n falls at
+// start + n*d. The loop sleeps between events and catches up on the ticks
+// it slept through before it handles anything, so the core sees the same
+// sequence of ticks as with a ticker, each one no later than before the
+// next event.
+type tickClock struct {
+	start time.Duration
+	d     time.Duration
+	done  int64 // ticks given to the core
+}
+
+func newTickClock(start, d time.Duration) *tickClock { return &tickClock{start: start, d: d} }
+
+// maxCatchUp bounds the ticks replayed at once after a long pause (a
+// frozen process, a suspended VM): beyond it the core's clock simply lags,
+// which only ever makes it wait longer, never act earlier.
+const maxCatchUp = 10_000
+
+func (c *tickClock) catchUp(n election.Node, now time.Duration) {
+	due := int64((now - c.start) / c.d)
+	if due-c.done > maxCatchUp {
+		c.done = due - maxCatchUp
+	}
+	for ; c.done < due; c.done++ {
+		n.Tick()
+	}
+}
+
+// at returns when the k-th tick from now falls due.
+func (c *tickClock) at(k int) time.Duration {
+	return c.start + time.Duration(c.done+int64(k))*c.d
 }
 
 func (a *Agent) countRejected(err error) {

@@ -253,6 +253,60 @@ func (c *core) Tick() {
 	}
 }
 
+// NextTick implements Node. It mirrors Tick: every condition Tick tests
+// becomes true no earlier than the tick returned here. The sim checks it
+// after every step (sim_test.go: a member asleep until its NextTick must
+// not act).
+func (c *core) NextTick() int {
+	next := int64(1<<62 - 1)
+	at := func(t int64) { next = min(next, max(t, c.now+1)) }
+	switch c.role {
+	case Leader:
+		at(c.now + int64(c.cfg.HeartbeatTicks-c.hbElapsed))
+		at(c.sentAt[c.leaseSeq] + int64(c.cfg.LeaseTicks))
+		if c.cfg.Preemption != PreemptNever {
+			hold := int64(c.cfg.HoldDownTicks)
+			if c.cfg.Preemption == PreemptImmediate {
+				hold = 0
+			}
+			for _, m := range c.members {
+				if m.ID == c.self.ID {
+					break
+				}
+				// A member that is not alive now becomes alive only by
+				// acknowledging: a Step, after which the caller asks again.
+				if since, ok := c.healthySince[m.ID]; ok && c.alive(m.ID) {
+					at(since + hold)
+				}
+			}
+		}
+	case Candidate:
+		at(c.voteEnd)
+	default:
+		if c.leaderLive() {
+			at(c.lastLeaderContact + int64(c.cfg.ElectionTicks))
+			if c.alg.busy() {
+				at(c.alg.deadline())
+			}
+			break
+		}
+		switch {
+		case c.leader != "" || c.pending != nil || len(c.pendingPre) > 0:
+			at(c.now + 1)
+		case c.preVotes != nil:
+			if c.preVoteAsk > c.now {
+				at(c.preVoteAsk)
+			}
+			at(c.preVoteEnd)
+		case c.alg.busy():
+			at(c.alg.deadline())
+		default:
+			at(c.standAfter)
+		}
+	}
+	return int(min(next-c.now, 1<<30))
+}
+
 func (c *core) tickFollower() {
 	if c.leaderLive() {
 		if c.alg.busy() && c.now >= c.alg.deadline() {

@@ -30,6 +30,9 @@ type simNet struct {
 	failures    []string
 	leaderTicks map[string]int
 	incarnation map[string]int
+	// wake is, per member, the sim tick until which its NextTick promised
+	// it would not act, as an agent sleeping until then relies on.
+	wake map[string]int
 }
 
 // fixedBackoff doubles from Base up to Max ticks, deterministically.
@@ -98,8 +101,16 @@ func (s *simNet) start(id string) {
 }
 
 // collect drains id's Ready: persists, checks invariants, queues messages.
+// Like an agent, it then asks the member when it next needs a tick.
 func (s *simNet) collect(id string) {
-	rd := s.nodes[id].Ready()
+	s.collectReady(id, s.nodes[id].Ready())
+	if s.wake == nil {
+		s.wake = map[string]int{}
+	}
+	s.wake[id] = s.now + s.nodes[id].NextTick()
+}
+
+func (s *simNet) collectReady(id string, rd Ready) {
 	if rd.HardStateChanged {
 		old := s.disk[id]
 		if rd.HardState.Term < old.Term {
@@ -206,6 +217,20 @@ func (s *simNet) tick() {
 	s.now++
 	for _, id := range s.ids {
 		if s.crashed[id] {
+			continue
+		}
+		if s.now < s.wake[id] {
+			// Asleep, as far as the member said: this tick must do nothing
+			// an agent sleeping through it would have to act on.
+			before := s.nodes[id].Status()
+			s.nodes[id].Tick()
+			rd := s.nodes[id].Ready()
+			after := s.nodes[id].Status()
+			if len(rd.Messages) > 0 || len(rd.Events) > 0 || rd.HardStateChanged ||
+				after.Role != before.Role || after.Leader != before.Leader || after.Term != before.Term {
+				s.fail("%s acted at tick %d, before the tick %d its NextTick promised: %+v", id, s.now, s.wake[id], rd)
+			}
+			s.collectReady(id, rd)
 			continue
 		}
 		s.nodes[id].Tick()

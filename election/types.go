@@ -3,7 +3,6 @@ package election
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 )
 
@@ -22,11 +21,22 @@ func Higher(a, b Member) bool {
 	return a.ID > b.ID
 }
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
 // ValidID reports whether id can name a member. Ids become NATS subject
 // tokens, so they are limited to letters, digits, '-' and '_' (1..64 bytes).
-func ValidID(id string) bool { return idPattern.MatchString(id) }
+// It runs for every id of every message received, so it is a plain loop.
+func ValidID(id string) bool {
+	if len(id) < 1 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch b := id[i]; {
+		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9', b == '-', b == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // SortByRank returns a copy of ms ordered from the highest rank to the lowest.
 func SortByRank(ms []Member) []Member {
@@ -204,6 +214,14 @@ type Node interface {
 	Step(m Message) error
 	// Tick advances the node's logical clock by one tick.
 	Tick()
+	// NextTick tells a caller that wants to sleep between events how many
+	// Tick calls from now it may skip: the n-th call (n >= 1) is the first
+	// that may act (send, persist, change role, leader or term, or change
+	// state that a later action depends on). The calls before it only
+	// advance the clock, so a caller may make them all at once, late, as
+	// long as it makes them before the next Step. Steps and Resign change
+	// the answer: ask again after each.
+	NextTick() int
 	// Resign makes a leader step down and hand over to nominee ("" = the
 	// next member in rank). It is an error for a node that does not lead.
 	Resign(nominee string) error
