@@ -561,7 +561,12 @@ func (a *Agent) process() error {
 	sendAt := a.mono()
 	for _, m := range rd.Messages {
 		if m.Type == election.MsgHeartbeat || m.Type == election.MsgCoordinator {
-			a.sentAt[m.Seq] = sendAt
+			// Dated by its first send: a repeated COORDINATOR (a lossy link)
+			// must not move the lease its votes start later than the
+			// voters' own clocks allow.
+			if _, ok := a.sentAt[m.Seq]; !ok {
+				a.sentAt[m.Seq] = sendAt
+			}
 		}
 		if m.Type == election.MsgHeartbeat && !a.noFast {
 			m.Conn = connIdentity(a.nc) // lets members match disconnect reports

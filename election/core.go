@@ -77,6 +77,7 @@ type core struct {
 	votes      map[string]bool
 	refusals   map[string]bool
 	voteEnd    int64
+	proclaimAt int64
 	proclaimSq uint64
 
 	// Leader side.
@@ -247,6 +248,8 @@ func (c *core) Tick() {
 	case Candidate:
 		if c.now >= c.voteEnd {
 			c.electionFailed("no quorum of votes in time")
+		} else if (c.now-c.proclaimAt)%int64(c.cfg.HeartbeatTicks) == 0 {
+			c.resendCoordinator()
 		}
 	default:
 		c.tickFollower()
@@ -282,6 +285,7 @@ func (c *core) NextTick() int {
 		}
 	case Candidate:
 		at(c.voteEnd)
+		at(c.now + int64(c.cfg.HeartbeatTicks) - (c.now-c.proclaimAt)%int64(c.cfg.HeartbeatTicks))
 	default:
 		if c.leaderLive() {
 			at(c.lastLeaderContact + int64(c.cfg.ElectionTicks))
@@ -683,6 +687,7 @@ func (c *core) proclaim() {
 	c.votes = map[string]bool{c.self.ID: true}
 	c.refusals = map[string]bool{}
 	c.voteEnd = c.now + int64(c.cfg.AnswerTicks)
+	c.proclaimAt = c.now
 	c.hbSeq++
 	c.proclaimSq = c.hbSeq
 	c.sentAt = map[uint64]int64{c.hbSeq: c.now}
@@ -691,6 +696,17 @@ func (c *core) proclaim() {
 	if len(c.votes) >= c.quorum {
 		c.becomeLeader()
 	}
+}
+
+// resendCoordinator repeats the vote request every H while the votes are
+// not in (only when the answer timeout is longer than H: a lossy link). It
+// is the same request, same term and seq: a member that granted it grants
+// it again, and the lease still runs from the first send (the agent dates a
+// seq by its first send only). On a link that loses 30% of the messages each
+// way, one request and its vote get through about half the time; eight tries
+// in a 4 s answer timeout almost always do.
+func (c *core) resendCoordinator() {
+	c.send(Message{Type: MsgCoordinator, Term: c.hs.Term, Seq: c.proclaimSq})
 }
 
 func (c *core) electionFailed(reason string) {
@@ -707,6 +723,13 @@ func (c *core) stepCoordinator(m Message) error {
 		return fmt.Errorf("%w: coordinator of term %d in term %d", ErrStaleTerm, m.Term, c.hs.Term)
 	}
 	c.view[m.From] = true
+	if m.Term == c.hs.Term && c.hs.VotedFor == m.From && c.role == Follower {
+		// A repeated request of the candidate this member voted for: the
+		// same vote again (its first answer may have been lost).
+		c.lastLeaderContact = c.now
+		c.send(Message{Type: MsgVote, To: m.From, Term: m.Term, Seq: m.Seq, Granted: true})
+		return nil
+	}
 	if c.leaderLive() && m.From != c.leader {
 		// Stickiness: a live leader is still heard. Keep the request: if the
 		// leader goes silent soon, the vote is granted then, without a

@@ -351,3 +351,34 @@ func TestOneWayCutMemberNeverDeposesLeader(t *testing.T) {
 		}
 	})
 }
+
+// TestCoordinatorRepeatedOnLossyLink: with an answer timeout of several H
+// (the setting for a lossy link), a candidate repeats its COORDINATOR every
+// H until the votes are in. Here the first request and the first votes are
+// all lost; the repeat wins the election in the same term, without waiting
+// out the answer timeout and a backoff.
+func TestCoordinatorRepeatedOnLossyLink(t *testing.T) {
+	s := newSim(t, 5, NewBully, func(c *Config) { c.AnswerTicks = 40 })
+	s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+	term := s.term("n5")
+	s.crash("n5")
+	lost := map[string]bool{}
+	s.drop = func(m Message) bool {
+		if m.Type != MsgCoordinator && m.Type != MsgVote {
+			return false
+		}
+		key := fmt.Sprintf("%s/%s/%d", m.Type, m.From, m.Term)
+		if m.Term > term && !lost[key] {
+			lost[key] = true
+			return true
+		}
+		return false
+	}
+	s.runUntil(settle, "n4 leads", func() bool { l, ok := s.agreed(); return ok && l == "n4" })
+	if got := s.term("n4"); got != term+1 {
+		t.Fatalf("n4 leads term %d, want %d: the first election should have succeeded on a repeat", got, term+1)
+	}
+	if len(lost) == 0 {
+		t.Fatal("nothing was dropped: the test did not exercise a loss")
+	}
+}
