@@ -1,8 +1,19 @@
 package agent
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edge-agent/edge-agent/election"
 )
 
 func advisory(name, reason string) []byte {
@@ -28,4 +39,111 @@ func TestParseAdvisoryActsOnlyOnTheClientsOwnClose(t *testing.T) {
 			t.Errorf("acted on %s: %+v", data, r)
 		}
 	}
+}
+
+func TestParseAdvisoryReadsThePresenceConnection(t *testing.T) {
+	r, ok := parseAdvisory(advisory(PresenceConnName("site", "gw3"), "Client Closed"), "site")
+	if !ok || r.id != "gw3" || r.conn != "NSRV/7" {
+		t.Fatalf("presence connection: %+v %v", r, ok)
+	}
+	// The system-account connection is no member's: it never matches a
+	// leader (ids have no '/').
+	if r, ok := parseAdvisory(advisory(ConnName("site", "gw3")+"/advisories", "Client Closed"), "site"); ok && election.ValidID(r.id) {
+		t.Fatalf("advisories connection read as member %q", r.id)
+	}
+}
+
+// startSysServer starts a nats-server whose clients land in APP without
+// credentials, with a system account reachable as sys/sys.
+func startSysServer(t *testing.T) *server.Server {
+	t.Helper()
+	app, sys := server.NewAccount("APP"), server.NewAccount("SYS")
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		Accounts: []*server.Account{app, sys}, SystemAccount: "SYS",
+		Users: []*server.User{
+			{Username: "app", Password: "app", Account: app},
+			{Username: "sys", Password: "sys", Account: sys},
+		},
+		NoAuthUser: "app",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// TestPresenceConnection: a leader with a presence connection announces it
+// in its heartbeats; when it closes (the client's own close, as when the
+// process dies), the leader stops acting at once, before any member can
+// hear of it, and the members elect on the server's advisory about it
+// without waiting for missed heartbeats.
+func TestPresenceConnection(t *testing.T) {
+	s := startSysServer(t)
+	connect := func(name string, opts ...nats.Option) *nats.Conn {
+		nc, err := nats.Connect(s.ClientURL(), append([]nats.Option{nats.Name(name)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	agents := map[string]*Agent{}
+	pres := map[string]*nats.Conn{}
+	for _, m := range members {
+		pres[m.ID] = connect(PresenceConnName("site", m.ID))
+		opts := []Option{
+			WithNATS(connect(ConnName("site", m.ID), NATSOptions(ConnName("site", m.ID))...)),
+			WithPresence(pres[m.ID]),
+			WithAdvisories(connect("sys", nats.UserInfo("sys", "sys"))),
+			WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		}
+		// D = 1.5 s: a failover well under it can only come from the advisory.
+		a, err := New(Config{ID: m.ID, Group: "site", Members: members, Heartbeat: 500 * time.Millisecond, StateDir: t.TempDir(), Preemption: PreemptNever}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents[m.ID] = a
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = a.Run(ctx) }()
+	}
+	waitFor(t, 15*time.Second, "gw3 to lead", func() bool {
+		return agents["gw3"].IsLeader() && agents["gw1"].Leader() == "gw3" && agents["gw2"].Leader() == "gw3"
+	})
+	want := connIdentity(pres["gw3"])
+	waitFor(t, 5*time.Second, "gw3 to announce its presence connection", func() bool {
+		p := agents["gw3"].pres.announced.Load()
+		return p != nil && p.conn == want
+	})
+	// Two more heartbeats, so both followers have one that announces it.
+	hb := agents["gw1"].m.messages.WithLabelValues(election.MsgHeartbeat.String(), "in")
+	seen := testutil.ToFloat64(hb)
+	waitFor(t, 5*time.Second, "two heartbeats", func() bool { return testutil.ToFloat64(hb) >= seen+2 })
+
+	closed := time.Now()
+	pres["gw3"].Close()
+	if agents["gw3"].IsLeader() {
+		t.Fatal("gw3 still acts as leader after its presence connection closed")
+	}
+	waitFor(t, 5*time.Second, "gw2 to lead", func() bool {
+		return agents["gw2"].IsLeader() && agents["gw1"].Leader() == "gw2"
+	})
+	took := time.Since(closed)
+	if agents["gw3"].IsLeader() {
+		t.Fatal("two leaders")
+	}
+	fast := testutil.ToFloat64(agents["gw1"].m.fastSuspicions) + testutil.ToFloat64(agents["gw2"].m.fastSuspicions)
+	if fast == 0 {
+		t.Fatalf("no member acted on the advisory (failover took %s)", took)
+	}
+	t.Logf("failover in %s (D = 1.5 s)", took)
 }
