@@ -375,7 +375,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer a.nc.SetDisconnectErrHandler(prevDisc)
 		defer a.nc.SetReconnectHandler(prevRecon)
 	}
-	defer a.watchPresence()()
+	defer a.startFastPath()()
 	if a.sys != nil && !a.noFast {
 		stop, err := a.subscribeAdvisories()
 		if err != nil {
