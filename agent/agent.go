@@ -126,6 +126,7 @@ type Agent struct {
 
 	// Fast failover (fastpath.go).
 	sys        *nats.Conn
+	pres       presence
 	noFast     bool
 	gone       chan goneReport
 	disc       chan struct{}
@@ -253,7 +254,7 @@ func (a *Agent) IsLeader() bool {
 	}
 	// With the fast path on, the others may elect the moment the server
 	// reports this connection closed: stop acting as soon as it is down.
-	return a.noFast || a.nc == nil || a.nc.IsConnected()
+	return a.noFast || a.busUp()
 }
 
 // LeaseRemaining is how long the lease still runs (0 if not leading).
@@ -374,6 +375,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer a.nc.SetDisconnectErrHandler(prevDisc)
 		defer a.nc.SetReconnectHandler(prevRecon)
 	}
+	defer a.startFastPath()()
 	if a.sys != nil && !a.noFast {
 		stop, err := a.subscribeAdvisories()
 		if err != nil {
@@ -569,7 +571,7 @@ func (a *Agent) process() error {
 			}
 		}
 		if m.Type == election.MsgHeartbeat && !a.noFast {
-			m.Conn = connIdentity(a.nc) // lets members match disconnect reports
+			m.Conn = a.announceConn(m.Term) // lets members match disconnect reports
 		}
 		m.Algorithm = a.cfg.Algorithm
 		if err := a.transport.Send(m); err != nil {

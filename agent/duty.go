@@ -303,7 +303,7 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string, pl
 			lc.refresh()
 		}
 		soft, hard := lc.end-softLead, lc.end-hardLead
-		connDown := fast && d.a.nc != nil && !d.a.nc.IsConnected()
+		connDown := fast && !d.a.busUp()
 		if connDown || (fast && !live && !planned.Load()) {
 			hard = now // others may be electing already: no grace
 		}

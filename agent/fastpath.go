@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,6 +28,12 @@ const DisconnectSubject = "$SYS.ACCOUNT.*.DISCONNECT"
 // ConnName is the NATS connection name of member id of group; advisories are
 // matched on it.
 func ConnName(group, id string) string { return "edge-agent/" + group + "/" + id }
+
+// PresenceConnName is the NATS connection name of member id's presence
+// connection (see WithPresence).
+func PresenceConnName(group, id string) string { return ConnName(group, id) + presenceSuffix }
+
+const presenceSuffix = "/presence"
 
 // connIdentity names this agent's current bus connection: the server's id
 // and the client id the server gave it.
@@ -82,6 +89,7 @@ func parseAdvisory(data []byte, group string) (goneReport, bool) {
 		return goneReport{}, false
 	}
 	id, ok := strings.CutPrefix(adv.Client.Name, ConnName(group, ""))
+	id = strings.TrimSuffix(id, presenceSuffix)
 	if !ok || id == "" || adv.Server.ID == "" || adv.Client.ID == 0 {
 		return goneReport{}, false
 	}
@@ -98,6 +106,168 @@ func WithAdvisories(sys *nats.Conn) Option {
 		}
 		a.sys = sys
 		return nil
+	}
+}
+
+// WithPresence gives the agent a presence connection: a second connection
+// to the bus in the agent's own account that subscribes to nothing and
+// publishes nothing (the caller owns it; name it PresenceConnName). While
+// the agent leads, its heartbeats announce this connection instead of the
+// election connection, so the members act on the advisory about it.
+//
+// Why: a process killed with unread data in a socket's receive buffer makes
+// its kernel answer with a reset instead of a FIN, and the server then
+// reports "Read Error", which the members ignore (a reset can also come
+// from a middlebox while the process lives). The election connection of a
+// leader always has acknowledgements in flight towards it; the presence
+// connection receives nothing but the PONGs to its own PINGs, read at once,
+// so its close is a FIN ("Client Closed") when the process dies.
+//
+// A leader steps down at once when either connection drops, and IsLeader
+// is false while the connection it announced is down; see
+// docs/DESIGN-NOTES.md.
+func WithPresence(nc *nats.Conn) Option {
+	return func(a *Agent) error {
+		if nc == nil {
+			return fmt.Errorf("agent: WithPresence: nil connection")
+		}
+		a.pres.nc = nc
+		return nil
+	}
+}
+
+// presence is the agent's presence connection and what its heartbeats
+// announced of it.
+type presence struct {
+	nc *nats.Conn
+	// announced is the presence connection that a heartbeat announced, and
+	// the term of that heartbeat: while this agent leads that term, it acts
+	// only while that very connection is up.
+	announced atomic.Pointer[announcement]
+}
+
+type announcement struct {
+	term uint64
+	conn string
+}
+
+// announceConn returns the connection identity a heartbeat of term
+// carries; it runs in the loop, for each heartbeat sent. The presence
+// connection is announced when it is up; otherwise the election
+// connection, so that a presence connection that cannot connect costs the
+// fast path its robustness, not the site its leader. Once a leadership (a
+// term) announced its presence connection it keeps announcing that one
+// (the leader steps down when it drops), so the members never switch back
+// to a connection that the leader no longer guards.
+func (a *Agent) announceConn(term uint64) string {
+	if p := a.pres.announced.Load(); p != nil && p.term == term {
+		return p.conn
+	}
+	if id := connIdentity(a.pres.nc); id != "" {
+		a.pres.announced.Store(&announcement{term: term, conn: id})
+		return id
+	}
+	a.pres.announced.Store(nil)
+	return connIdentity(a.nc)
+}
+
+// busUp reports whether the connections the members may act on are up: the
+// election connection, and the presence connection if a heartbeat of the
+// current term announced it (the very connection it announced, not one
+// that replaced it).
+func (a *Agent) busUp() bool {
+	if a.nc != nil && !a.nc.IsConnected() {
+		return false
+	}
+	if p := a.pres.announced.Load(); p != nil && p.term == a.term.Load() {
+		return connIdentity(a.pres.nc) == p.conn
+	}
+	return true
+}
+
+// startFastPath starts what feeds the loop fast-path reports besides the
+// advisories: the presence connection's drops and the route poller. It
+// returns the undo, which waits for them to stop.
+func (a *Agent) startFastPath() func() {
+	undo := a.watchPresence()
+	stop := a.pollRoutes()
+	return func() { stop(); undo() }
+}
+
+// routePoll is how often the route poller looks at the number of routes.
+// The loop compares the routed servers every tick (H/10, 10 ms at the
+// benchmark's H = 100 ms), which put up to a tick of delay, at every member
+// that must notice, on the path of a crash failover; counting routes is a
+// lock and a map walk, so the poller looks 5 times as often and wakes the
+// loop only when the count falls.
+const routePoll = 2 * time.Millisecond
+
+// routeCounter is what the route poller needs beyond RouteWatcher; the
+// embedded server has it.
+type routeCounter interface{ NumRoutes() int }
+
+// pollRoutes wakes the loop (through the gone channel) as soon as the
+// embedded server has fewer routes than before. It returns the stop.
+func (a *Agent) pollRoutes() func() {
+	rc, ok := a.routes.(routeCounter)
+	if !ok || a.noFast {
+		return func() {}
+	}
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(routePoll)
+		defer t.Stop()
+		last := rc.NumRoutes()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			n := rc.NumRoutes()
+			if n < last {
+				select {
+				case a.gone <- goneReport{}:
+				default: // the loop is busy; its next tick looks anyway
+				}
+			}
+			last = n
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+// watchPresence makes a drop of the presence connection reach the loop as
+// one of the election connection does. It returns the undo.
+func (a *Agent) watchPresence() func() {
+	nc := a.pres.nc
+	if nc == nil || a.noFast {
+		return func() {}
+	}
+	prevDisc, prevClosed := nc.DisconnectErrHandler(), nc.ClosedHandler()
+	nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
+		select {
+		case a.disc <- struct{}{}:
+		default:
+		}
+		a.log.Warn("NATS presence connection lost", "err", err)
+		if prevDisc != nil {
+			prevDisc(c, err)
+		}
+	})
+	nc.SetClosedHandler(func(c *nats.Conn) {
+		select {
+		case a.disc <- struct{}{}:
+		default:
+		}
+		if prevClosed != nil {
+			prevClosed(c)
+		}
+	})
+	return func() {
+		nc.SetDisconnectErrHandler(prevDisc)
+		nc.SetClosedHandler(prevClosed)
 	}
 }
 
@@ -130,9 +300,14 @@ func (a *Agent) subscribeAdvisories() (func(), error) {
 	return func() { _ = sub.Unsubscribe() }, nil
 }
 
-// onGone applies a report from the loop.
+// onGone applies a report from the loop. A report without a member is the
+// route poller's: routes closed, look at them now.
 func (a *Agent) onGone(r goneReport) {
 	if a.noFast {
+		return
+	}
+	if r.id == "" {
+		a.checkRoutes()
 		return
 	}
 	if a.node.LeaderGone(r.id, r.conn) {

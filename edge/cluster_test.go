@@ -71,6 +71,17 @@ func TestEmbeddedClusterRoutes(t *testing.T) {
 	s2 := startTestServer(t, EmbeddedConfig{ServerName: "gw2", Cluster: cluster(s1.RouteURL())})
 	s3 := startTestServer(t, EmbeddedConfig{ServerName: "gw3", Cluster: cluster(s1.RouteURL(), s2.RouteURL())})
 	waitFor(t, "a full mesh", func() bool { return s1.NumRoutes() >= 2 && s2.NumRoutes() >= 2 && s3.NumRoutes() >= 2 })
+	// One route connection per peer, no pool: a peer listed by
+	// RoutedServers carries every account (see applyCluster).
+	for _, s := range []*EmbeddedServer{s1, s2, s3} {
+		rz, err := s.srv.Routez(&server.RoutezOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rz.Routes) != 2 || len(s.RoutedServers()) != 2 {
+			t.Errorf("%s: %d route connections to %d servers, want one to each of 2", s.ServerID(), len(rz.Routes), len(s.RoutedServers()))
+		}
+	}
 
 	c1, c3 := connectVia(t, s1), connectVia(t, s3)
 	awaitDelivery(t, c1, c3, "site.a")

@@ -331,6 +331,17 @@ func applyCluster(opts *server.Options, c *ClusterConfig) error {
 		return errors.New("edge: nats.cluster.user: a route user and password go together")
 	}
 	opts.Cluster.Username, opts.Cluster.Password = c.User, c.Password
+	// One route connection per pair of gateways, not nats-server's pool
+	// (three connections, plus one pinned to the system account). The
+	// pool's connections form one by one and race their twins from the
+	// other side; one lost race leaves a pool slot empty for the 1 s route
+	// reconnect delay, while the peer still shows as routed: the account
+	// hashed to that slot then gets nothing from the peer, so a member can
+	// miss a new leader's COORDINATOR and heartbeats for a second after a
+	// gateway restarts (docs/DESIGN-NOTES.md, fast failover). A single
+	// connection is routed or it is not, which is also what the agent's
+	// route watcher assumes; a site's few messages never needed a pool.
+	opts.Cluster.PoolSize = -1
 	for _, r := range c.Routes {
 		u, err := ParseRouteURL(r)
 		if err != nil {

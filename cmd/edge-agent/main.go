@@ -202,6 +202,16 @@ func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
 		}
 		defer sys.Close()
 		opts = append(opts, agent.WithAdvisories(sys))
+		// The presence connection, which the leader's heartbeats announce:
+		// it receives nothing, so a crash closes it with a FIN, never a
+		// reset (agent.WithPresence). Same server, account and options as
+		// the election connection.
+		pres, err := nats.Connect(strings.Join(urls, ","), append(agent.NATSOptions(agent.PresenceConnName(rc.Agent.Group, rc.Agent.ID)), clientOpts...)...)
+		if err != nil {
+			return fmt.Errorf("connect to NATS (presence connection): %w", err)
+		}
+		defer pres.Close()
+		opts = append(opts, agent.WithPresence(pres))
 	}
 	if rc.Journal != "" {
 		f, err := os.OpenFile(rc.Journal, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -77,7 +78,7 @@ func main() {
 	flag.StringVar(&o.algorithm, "algorithm", "bully", "election algorithm of the agents (bully or ring)")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the samples to this file (benchresult JSON, for make bench)")
 	flag.DurationVar(&o.settle, "settle", -1, "how long after the last unfaulted election a trial may start (default 45 H + D, the backoff cap)")
-	flag.BoolVar(&o.cluster, "cluster", false, "an offline site: every agent runs an embedded server, clustered with the others (fast path: route closures)")
+	flag.BoolVar(&o.cluster, "cluster", false, "an offline site: every agent runs an embedded server, clustered with the others (with -fast the fast path is route closures; without it, heartbeats only)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "failoverbench:", err)
@@ -118,7 +119,7 @@ func series(o options) benchresult.Series {
 		s.Name = strings.Replace(s.Name, "server advisories", "route closures", 1)
 		s.Settings += ", agents act on the closed route to the leader's server"
 	case o.fast:
-		s.Settings += ", agents subscribed to the server's disconnect advisories"
+		s.Settings += ", agents subscribed to the server's disconnect advisories, leaders announcing their presence connection"
 	default:
 		s.Settings += ", fast failover off"
 	}
@@ -177,7 +178,7 @@ func run(o options) error {
 		if o.fast {
 			start = harness.StartNATSWithSystemAccount
 			args = append(args, "--nats-system-user", harness.SystemUser, "--nats-system-password", harness.SystemPassword)
-			path = "fast path: server disconnect advisories"
+			path = "fast path: server disconnect advisories (presence connections)"
 		} else {
 			args = append(args, "--fast-failover=false")
 		}
@@ -270,6 +271,7 @@ func run(o options) error {
 			i--
 			continue
 		}
+		fastBefore := fastSuspicions(site, site.Running())
 		next, err := trial(site, nc, o.mode, cur, o.poll)
 		if err != nil {
 			return fmt.Errorf("trial %d: %w", i+1, err)
@@ -279,7 +281,17 @@ func run(o options) error {
 		if at, ok := events.agreed(next.waitFor, next.Leader, next.Term, 2*time.Second); ok {
 			seen = append(seen, at.Sub(next.t0))
 		}
-		fmt.Printf("trial %2d: %s -> %s term %d->%d in %6.1f ms\n", i+1, cur.Leader, next.Leader, cur.Term, next.Term, benchresult.Ms(took))
+		// Which path the trial took: the survivors that acted on a fast-path
+		// report (edge_election_fast_suspicions_total went up); the others
+		// followed the new leader, or suspected on missed heartbeats.
+		fastAfter, acted := fastSuspicions(site, next.waitFor), 0
+		for id, n := range fastAfter {
+			if n > fastBefore[id] {
+				acted++
+			}
+		}
+		fmt.Printf("trial %2d: %s -> %s term %d->%d in %6.1f ms (fast-path report acted on by %d of %d)\n",
+			i+1, cur.Leader, next.Leader, cur.Term, next.Term, benchresult.Ms(took), acted, len(next.waitFor))
 		if o.mode == modeTransfer {
 			if next.Leader != next.nominee {
 				missedNominee++
@@ -409,6 +421,33 @@ func report(w io.Writer, how string, samples []time.Duration) {
 	fmt.Fprintf(w, "\n%s: trials %d: min %.1f ms, p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms\n",
 		how, len(s), ms[0], benchresult.Percentile(ms, 50), benchresult.Percentile(ms, 90), benchresult.Percentile(ms, 99), ms[len(ms)-1])
 }
+
+// fastSuspicions reads edge_election_fast_suspicions_total of the agents
+// ids; an agent whose metrics cannot be read is left out.
+func fastSuspicions(site *harness.Site, ids []string) map[string]float64 {
+	out := map[string]float64{}
+	for _, id := range ids {
+		p := site.Proc(id)
+		if p == nil {
+			continue
+		}
+		resp, err := metricsClient.Get("http://" + p.HTTPAddr + "/metrics")
+		if err != nil {
+			continue
+		}
+		samples, err := harness.ParseMetrics(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		if v, ok := harness.Find(samples, "edge_election_fast_suspicions_total", nil); ok {
+			out[id] = v
+		}
+	}
+	return out
+}
+
+var metricsClient = &http.Client{Timeout: 2 * time.Second}
 
 // eventLog keeps the leader changes the agents publish.
 type eventLog struct {
