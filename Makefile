@@ -19,7 +19,7 @@ GCFLAGS ?=
 # version through the module proxy, so a fresh machine needs nothing but Go.
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2")
 
-.PHONY: all build build-arm64 build-amd64 test race short lint tidy-check demo failover handover footprint bench bench-vet fuzz fuzz-short deb clean
+.PHONY: all build build-arm64 build-arm64-client build-amd64 test race short lint tidy-check demo failover handover footprint bench bench-vet fuzz fuzz-short deb clean
 .PHONY: transfer check-rules chaos chaos-short chaos-lossy
 
 all: lint test build
@@ -30,6 +30,11 @@ build:
 # A static, stripped binary for the ARM64 gateways (and the same for amd64).
 build-arm64:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -gcflags "$(GCFLAGS)" -ldflags "$(LDFLAGS)" -o $(BIN)/edge-agent-linux-arm64 ./cmd/edge-agent
+
+# A client-only build (-tags noembed): no embedded nats-server, about 3.5 MB
+# smaller, for gateways that join a site bus (nats.urls) and never run one.
+build-arm64-client:
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -tags noembed -gcflags "$(GCFLAGS)" -ldflags "$(LDFLAGS)" -o $(BIN)/edge-agent-client-linux-arm64 ./cmd/edge-agent
 
 build-amd64:
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -gcflags "$(GCFLAGS)" -ldflags "$(LDFLAGS)" -o $(BIN)/edge-agent-linux-amd64 ./cmd/edge-agent

@@ -727,6 +727,9 @@ func (l *loader) finish(rc *runConfig) error {
 	if len(rc.NATSURLs) == 0 && !rc.EmbeddedNATS {
 		return l.errorf("nats", "give nats.urls (--nats-url) or nats.embedded (--embedded-nats)")
 	}
+	if rc.EmbeddedNATS && !withEmbeddedNATS {
+		return l.errorf("nats.embedded", "%v", errNoEmbeddedNATS)
+	}
 	if rc.EmbeddedNATS {
 		if rc.NATSListen == "" {
 			rc.NATSListen = defaultNATSListen

@@ -61,7 +61,7 @@ func runDemo(out io.Writer, log *slog.Logger, n int, hb time.Duration, algo stri
 		return err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := edge.StartEmbedded(edge.EmbeddedConfig{Listen: "127.0.0.1:0", ServerName: "demo-site"})
+	srv, err := startServer(edge.EmbeddedConfig{Listen: "127.0.0.1:0", ServerName: "demo-site"})
 	if err != nil {
 		return err
 	}

@@ -86,7 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "check-config":
 		return cmdCheckConfig(rest, stdout, stderr)
 	case "version", "--version", "-version":
-		fmt.Fprintf(stdout, "edge-agent %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprintf(stdout, "edge-agent %s (%s, %s/%s%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH, buildFlavor)
 		return exitOK
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
@@ -270,7 +270,7 @@ func startEmbedded(rc *runConfig, log *slog.Logger) (*edge.EmbeddedServer, error
 			return nil, errors.New("member_keys: with per-member authorization, admit other clients with nats.user/nats.password")
 		}
 	}
-	srv, err := edge.StartEmbedded(edge.EmbeddedConfig{
+	srv, err := startServer(edge.EmbeddedConfig{
 		Members:     members,
 		Listen:      rc.NATSListen,
 		ServerName:  rc.Agent.Group + "-" + rc.Agent.ID,

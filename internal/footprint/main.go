@@ -30,18 +30,19 @@ import (
 
 func main() {
 	bin := flag.String("bin", "", "edge-agent binary to measure (default: build one as make build does)")
+	clientBin := flag.String("client-bin", "", "client-only edge-agent binary (-tags noembed) to measure too (default: build one when -bin is not given)")
 	hb := flag.Duration("heartbeat", time.Second, "heartbeat period H (the production default is 1s)")
 	settle := flag.Duration("settle", 10*time.Second, "idle time after the leader is agreed, before sampling")
 	samples := flag.Int("samples", 5, "VmRSS and CPU readings per agent, one a second")
 	jsonPath := flag.String("json", "", "also write the figures, with the arm64 binary sizes, to this file (benchresult JSON, for make bench)")
 	flag.Parse()
-	if err := run(*bin, *hb, *settle, *samples, *jsonPath); err != nil {
+	if err := run(*bin, *clientBin, *hb, *settle, *samples, *jsonPath); err != nil {
 		fmt.Fprintln(os.Stderr, "footprint:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, hb, settle time.Duration, samples int, jsonPath string) error {
+func run(bin, clientBin string, hb, settle time.Duration, samples int, jsonPath string) error {
 	began := time.Now()
 	dir, err := os.MkdirTemp("", "footprint-")
 	if err != nil {
@@ -49,8 +50,13 @@ func run(bin string, hb, settle time.Duration, samples int, jsonPath string) err
 	}
 	defer os.RemoveAll(dir)
 	if bin == "" {
-		if bin, err = build(dir); err != nil {
+		if bin, err = build(dir, ""); err != nil {
 			return err
+		}
+		if clientBin == "" {
+			if clientBin, err = build(dir, "noembed"); err != nil {
+				return err
+			}
 		}
 	}
 	fi, err := os.Stat(bin)
@@ -66,10 +72,27 @@ func run(bin string, hb, settle time.Duration, samples int, jsonPath string) err
 	}
 	client := harness.NewSite(bin, ns.ClientURL(), dir+"/client", 3, args...)
 	clientFig, err := measure("client only (shared nats-server)", client, hb, settle, samples)
-	ns.Shutdown()
 	if err != nil {
+		ns.Shutdown()
 		return err
 	}
+	var clientOnlyFig *figures
+	if clientBin != "" {
+		cfi, err := os.Stat(clientBin)
+		if err != nil {
+			ns.Shutdown()
+			return err
+		}
+		fmt.Printf("client-only build %s: %.2f MB (%d bytes)\n", clientBin, float64(cfi.Size())/1e6, cfi.Size())
+		site := harness.NewSite(clientBin, ns.ClientURL(), dir+"/client-only", 3, args...)
+		fig, err := measure("client-only build (-tags noembed), shared nats-server", site, hb, settle, samples)
+		if err != nil {
+			ns.Shutdown()
+			return err
+		}
+		clientOnlyFig = &fig
+	}
+	ns.Shutdown()
 	embedded, err := harness.NewClusterSite(bin, dir+"/embedded", 3, args...)
 	if err != nil {
 		return err
@@ -78,14 +101,14 @@ func run(bin string, hb, settle time.Duration, samples int, jsonPath string) err
 	if err != nil || jsonPath == "" {
 		return err
 	}
-	return record(jsonPath, began, dir, hb, settle, clientFig, embeddedFig)
+	return record(jsonPath, began, dir, hb, settle, clientFig, embeddedFig, clientOnlyFig)
 }
 
 // build compiles the binary as make build-arm64 does (static, stripped),
-// for this machine's architecture.
-func build(dir string) (string, error) {
-	out := dir + "/edge-agent"
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./cmd/edge-agent")
+// for this machine's architecture, with the given build tags.
+func build(dir, tags string) (string, error) {
+	out := dir + "/edge-agent" + tags
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", tags, "-ldflags", "-s -w", "-o", out, "./cmd/edge-agent")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {

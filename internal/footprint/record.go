@@ -14,13 +14,17 @@ import (
 // benchresult series, judged against the targets of issue 8: the leader
 // (which sends the heartbeats and receives every acknowledgement) is the
 // measured agent; the follower is in the note.
-func record(path string, began time.Time, dir string, hb, settle time.Duration, client, embedded figures) error {
+func record(path string, began time.Time, dir string, hb, settle time.Duration, client, embedded figures, clientOnly *figures) error {
 	var out []benchresult.Series
-	size, err := buildArm64(dir, "")
+	size, err := buildArm64(dir, "", "")
 	if err != nil {
 		return err
 	}
-	noInline, err := buildArm64(dir, "all=-l")
+	noInline, err := buildArm64(dir, "all=-l", "")
+	if err != nil {
+		return err
+	}
+	clientSize, err := buildArm64(dir, "", "noembed")
 	if err != nil {
 		return err
 	}
@@ -31,12 +35,23 @@ func record(path string, began time.Time, dir string, hb, settle time.Duration, 
 		Targets:  []benchresult.Target{{Stat: "max", Max: 17}},
 		Note: fmt.Sprintf("%d bytes; built without inlining (make build-arm64 GCFLAGS=all=-l) %d bytes = %.2f MB",
 			size, noInline, float64(noInline)/1e6),
+	}, benchresult.Series{
+		Figure: "footprint", Name: "binary size, stripped linux/arm64, client-only build (-tags noembed)", Unit: "MB",
+		Settings: "as above with -tags noembed, as make build-arm64-client: no embedded nats-server, for gateways on a site bus",
+		Samples:  []float64{float64(clientSize) / 1e6},
+		Targets:  []benchresult.Target{{Stat: "max", Max: 17}},
+		Note:     fmt.Sprintf("%d bytes", clientSize),
 	})
-	for _, c := range []struct {
+	type site struct {
 		kind   string
 		fig    figures
 		rssMax float64
-	}{{"client-only", client, 12}, {"with embedded nats-server (clustered, as at an offline site)", embedded, 22}} {
+	}
+	kinds := []site{{"client-only", client, 12}, {"with embedded nats-server (clustered, as at an offline site)", embedded, 22}}
+	if clientOnly != nil {
+		kinds = append(kinds, site{"client-only build (-tags noembed)", *clientOnly, 12})
+	}
+	for _, c := range kinds {
 		settings := fmt.Sprintf("the leader of a 3-gateway site, H=%s, idle for %s, then sampled once a second; static, stripped build for this machine (RSS under qemu would measure the emulator)", hb, settle)
 		out = append(out,
 			benchresult.Series{Figure: "footprint", Name: "RSS, " + c.kind, Unit: "MB", Settings: settings,
@@ -55,9 +70,9 @@ func record(path string, began time.Time, dir string, hb, settle time.Duration, 
 
 // buildArm64 builds the static, stripped linux/arm64 binary as make
 // build-arm64 does (with gcflags, as its GCFLAGS) and returns its size.
-func buildArm64(dir, gcflags string) (int64, error) {
-	out := filepath.Join(dir, "edge-agent-linux-arm64"+gcflags)
-	cmd := exec.Command("go", "build", "-trimpath", "-gcflags", gcflags, "-ldflags", "-s -w", "-o", out, "./cmd/edge-agent")
+func buildArm64(dir, gcflags, tags string) (int64, error) {
+	out := filepath.Join(dir, "edge-agent-linux-arm64"+gcflags+tags)
+	cmd := exec.Command("go", "build", "-trimpath", "-gcflags", gcflags, "-tags", tags, "-ldflags", "-s -w", "-o", out, "./cmd/edge-agent")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
