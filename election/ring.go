@@ -182,6 +182,10 @@ type ring struct {
 	round  ringRound // ringCandidate: our round
 	won    ringToken // ringWon: the decided token
 	wonEnd int64     // ringWon: give the win up after this tick
+	// claimed: this member won a round and announced itself; the core
+	// counts acknowledgements of that heartbeat (announced). Cleared by
+	// reset, which both becoming leader and proclaiming call.
+	claimed bool
 
 	// pending is a token received while a leader was heard, kept until the
 	// leader is no longer heard (leaderReleased) if that comes soon.
@@ -216,8 +220,10 @@ func (r *ring) deadline() int64 {
 }
 
 func (r *ring) reset() {
-	r.phase, r.expect, r.champ, r.hops, r.pending = ringIdle, "", "", nil, nil
+	r.phase, r.expect, r.champ, r.hops, r.pending, r.claimed = ringIdle, "", "", nil, nil, false
 }
+
+func (r *ring) announced() bool { return r.claimed }
 
 func (r *ring) setPhase(p ringPhase, until int64) { r.phase, r.until = p, until }
 
@@ -387,8 +393,8 @@ func (r *ring) win(tok ringToken) {
 // claim makes this member, holding the votes of a quorum for it in
 // tok.term, vote for itself (persisted with the term before anything is
 // sent) and announce itself with a heartbeat. It becomes leader when a
-// quorum has acknowledged that heartbeat (core.stepAck): the lease is dated
-// from it, never from the votes.
+// quorum has acknowledged that heartbeat (core.stepAck, announced): the lease
+// is dated from it, never from the votes.
 func (r *ring) claim(tok ringToken) {
 	c := r.c
 	if c.hs.Term > tok.term || (c.hs.Term == tok.term && c.hs.VotedFor != "") {
@@ -412,6 +418,7 @@ func (r *ring) claim(tok ringToken) {
 	c.event(EventElectionStarted, "", "")
 	c.heartbeat()
 	c.proclaimSq = c.hbSeq
+	r.claimed = true
 	if len(c.votes) >= c.quorum {
 		c.becomeLeader()
 	}

@@ -397,6 +397,25 @@ func TestRingWinnerLeasesFromItsAnnouncement(t *testing.T) {
 		t.Fatalf("after a quorum of acknowledgements: role %v term %d lease seq %d, want leader of 5 leased from seq %d", rd.Role, rd.Term, rd.LeaseSeq, hb.Seq)
 	}
 
+	// A hand-over nominee proclaims with a COORDINATOR, as in Bully: only
+	// votes count then, never an acknowledgement that happens to carry the
+	// COORDINATOR's seq.
+	n = start(HardState{Term: 4})
+	_ = n.Step(Message{Type: MsgResign, From: "n2", Term: 4, Nominee: "n3"})
+	rd = n.Ready()
+	if len(rd.Messages) != 1 || rd.Messages[0].Type != MsgCoordinator || rd.Role != Candidate {
+		t.Fatalf("nominee sent %v as %v, want a COORDINATOR", rd.Messages, rd.Role)
+	}
+	co := rd.Messages[0]
+	_ = n.Step(Message{Type: MsgAck, From: "n1", To: "n3", Term: co.Term, Seq: co.Seq})
+	if rd := n.Ready(); rd.Role == Leader {
+		t.Fatal("a proclaiming candidate counted an acknowledgement as a vote")
+	}
+	_ = n.Step(Message{Type: MsgVote, From: "n1", To: "n3", Term: co.Term, Seq: co.Seq, Granted: true})
+	if rd := n.Ready(); rd.Role != Leader {
+		t.Fatalf("a granted vote did not elect the nominee: %v", rd.Role)
+	}
+
 	for _, hs := range []HardState{{Term: 5, VotedFor: "n2"}, {Term: 5, VotedFor: "n3"}, {Term: 6}} {
 		n := start(hs)
 		if err := n.Step(decided); err != nil {
