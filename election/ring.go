@@ -69,10 +69,9 @@ import "fmt"
 // handles it when it stops hearing the leader (missed heartbeats, the bus
 // reporting the leader gone, a resignation), if that happens within
 // AnswerTicks. So a round that gathers a quorum means that a quorum does not
-// hear a leader: the round is its own pre-vote, and a minority never raises
-// anyone's term above the majority's by more than one, however often it
-// retries (a retry reuses its term: its voters already voted for the same
-// candidate in it).
+// hear a leader: the round is its own pre-vote. A minority never stands, and
+// its retries do not inflate terms: a retry reuses its round's term, in
+// which its voters already voted for the same candidate.
 //
 // # Why it is safe
 //
