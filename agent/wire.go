@@ -89,8 +89,9 @@ const WireMaxMembers = 256
 // of WireMaxMembers members with 64-byte ids: a message carries at most one
 // list (alive on a heartbeat, participants on a ring token) of at most 256
 // ids costing 64+3 bytes each (quotes and comma), 17152 bytes; every other
-// field together (group, type, from, to, nominee, initiator of 64 bytes,
-// term and seq of 20 digits, the keys and punctuation) stays under 600 bytes.
+// field together (group, type, from, to, nominee, initiator, candidate of 64
+// bytes, term and seq of 20 digits, the keys and punctuation) stays under 600
+// bytes.
 // 20 KiB leaves about 15% headroom; TestWireMaxLegalMessageFits checks it.
 const MaxMessageSize = 20 << 10
 
@@ -156,6 +157,7 @@ type wireMessage struct {
 	Alive        []string `json:"alive,omitempty"`
 	Nominee      string   `json:"nominee,omitempty"`
 	Initiator    string   `json:"initiator,omitempty"`
+	Candidate    string   `json:"candidate,omitempty"`
 	Participants []string `json:"participants,omitempty"`
 	Conn         string   `json:"conn,omitempty"`
 	Alg          string   `json:"alg,omitempty"`
@@ -171,7 +173,7 @@ type wireMessage struct {
 var wireKeys = map[string]bool{
 	"v": true, "group": true, "type": true, "from": true, "to": true,
 	"term": true, "seq": true, "granted": true, "alive": true,
-	"nominee": true, "initiator": true, "participants": true, "conn": true,
+	"nominee": true, "initiator": true, "candidate": true, "participants": true, "conn": true,
 	"ep": true, "n": true, "alg": true,
 }
 
@@ -185,6 +187,7 @@ type fieldRule struct {
 	nominee       bool
 	initiator     bool
 	needInitiator bool
+	candidate     bool
 	needTo        bool // the message goes to one member, never to the group
 	participants  bool
 	conn          bool
@@ -193,7 +196,11 @@ type fieldRule struct {
 // fieldRules is the per-type field contract of the wire format. Election, OK
 // and the ring messages may carry term 0: a member that never saw a leader
 // has no term yet. A ring token carries its round (initiator and seq, the
-// initiator's round counter), which its ring ack echoes.
+// initiator's round counter), which its ring ack echoes, and the candidate
+// its participants voted for. The candidate is optional here so that a token
+// of an older edge-agent (which had none) still decodes; the Ring core
+// refuses a token without one, since the older protocol's participants did
+// not vote.
 var fieldRules = map[election.MsgType]fieldRule{
 	election.MsgHeartbeat:   {needTerm: true, seq: true, needSeq: true, alive: true, conn: true},
 	election.MsgAck:         {needTerm: true, seq: true},
@@ -202,7 +209,7 @@ var fieldRules = map[election.MsgType]fieldRule{
 	election.MsgCoordinator: {needTerm: true, seq: true},
 	election.MsgVote:        {needTerm: true, seq: true, granted: true},
 	election.MsgResign:      {needTerm: true, nominee: true},
-	election.MsgRingToken:   {seq: true, needSeq: true, initiator: true, needInitiator: true, participants: true, needTo: true},
+	election.MsgRingToken:   {seq: true, needSeq: true, initiator: true, needInitiator: true, candidate: true, participants: true, needTo: true},
 	election.MsgRingAck:     {seq: true, needSeq: true, initiator: true, needInitiator: true, needTo: true},
 	// A pre-vote request names the term asked for and numbers the request;
 	// the reply echoes the number, or carries 0 when sent unasked.
@@ -243,6 +250,7 @@ func EncodeNumbered(group string, m election.Message, ep, n uint64) ([]byte, err
 		Alive:        m.Alive,
 		Nominee:      m.Nominee,
 		Initiator:    m.Initiator,
+		Candidate:    m.Candidate,
 		Participants: m.Participants,
 		Conn:         m.Conn,
 		Alg:          m.Algorithm,
@@ -274,7 +282,7 @@ func EncodeNumbered(group string, m election.Message, ep, n uint64) ([]byte, err
 //     version skew rather than as garbage;
 //   - unknown_type;
 //   - wrong_group: "group" is not expect.Group;
-//   - not_member: from, to, nominee, initiator or an id of alive or
+//   - not_member: from, to, nominee, initiator, candidate or an id of alive or
 //     participants is not in expect.Members;
 //   - subject_mismatch: subject is not an election subject of the group, or
 //     its sender is not from, or its target is not to ("" on a broadcast);
@@ -320,6 +328,7 @@ func decodeChecked(w wireMessage, subject string, expect DecodeContext) (electio
 		Alive:        nilIfEmpty(w.Alive),
 		Nominee:      w.Nominee,
 		Initiator:    w.Initiator,
+		Candidate:    w.Candidate,
 		Participants: nilIfEmpty(w.Participants),
 		Conn:         w.Conn,
 		Algorithm:    w.Alg,
@@ -431,7 +440,7 @@ func checkIDs(m election.Message) error {
 	if !election.ValidID(m.From) {
 		return invalid("from", m.From)
 	}
-	for _, f := range [...]struct{ name, id string }{{"to", m.To}, {"nominee", m.Nominee}, {"initiator", m.Initiator}} {
+	for _, f := range [...]struct{ name, id string }{{"to", m.To}, {"nominee", m.Nominee}, {"initiator", m.Initiator}, {"candidate", m.Candidate}} {
 		if f.id != "" && !election.ValidID(f.id) {
 			return invalid(f.name, f.id)
 		}
@@ -457,7 +466,7 @@ func checkMembers(m election.Message, members map[string]bool) error {
 	if !members[m.From] {
 		return notMember("from", m.From)
 	}
-	for _, f := range [...]struct{ name, id string }{{"to", m.To}, {"nominee", m.Nominee}, {"initiator", m.Initiator}} {
+	for _, f := range [...]struct{ name, id string }{{"to", m.To}, {"nominee", m.Nominee}, {"initiator", m.Initiator}, {"candidate", m.Candidate}} {
 		if f.id != "" && !members[f.id] {
 			return notMember(f.name, f.id)
 		}
@@ -502,6 +511,8 @@ func checkFields(m election.Message) error {
 		return bad(ReasonBadField, "%s without initiator", t)
 	case !r.initiator && m.Initiator != "":
 		return bad(ReasonBadField, "initiator set on %s", t)
+	case !r.candidate && m.Candidate != "":
+		return bad(ReasonBadField, "candidate set on %s", t)
 	case !r.participants && len(m.Participants) > 0:
 		return bad(ReasonBadField, "participants set on %s", t)
 	case !r.conn && m.Conn != "":

@@ -46,6 +46,8 @@ func wireSamples() []election.Message {
 		{Type: election.MsgResign, From: "d", Term: 4},
 		{Type: election.MsgRingToken, From: "a", To: "b", Seq: 2, Initiator: "c", Participants: []string{"c", "d", "a"}},
 		{Type: election.MsgRingToken, From: "a", To: "b", Term: 5, Seq: 1, Initiator: "a", Participants: []string{"a"}},
+		{Type: election.MsgRingToken, From: "d", To: "b", Term: 6, Seq: 3, Initiator: "c", Candidate: "d"},
+		{Type: election.MsgRingToken, From: "a", To: "b", Term: 6, Seq: 3, Initiator: "c", Candidate: "b", Participants: []string{"a"}},
 		{Type: election.MsgRingAck, From: "c", To: "b", Term: 1, Seq: 7, Initiator: "b"},
 		{Type: election.MsgRingAck, From: "c", To: "b", Seq: 1, Initiator: "a"},
 		{Type: election.MsgPreVote, From: "a", Term: 5, Seq: 3},
@@ -102,6 +104,10 @@ func TestWireEncodeFormat(t *testing.T) {
 			`{"v":1,"group":"g","type":"ring_token","from":"a","to":"b","term":0,"seq":1,"initiator":"a","participants":["a"]}`,
 		},
 		{
+			election.Message{Type: election.MsgRingToken, From: "a", To: "b", Term: 4, Seq: 2, Initiator: "c", Candidate: "c", Participants: []string{"a"}},
+			`{"v":1,"group":"g","type":"ring_token","from":"a","to":"b","term":4,"seq":2,"initiator":"c","candidate":"c","participants":["a"]}`,
+		},
+		{
 			election.Message{Type: election.MsgRingAck, From: "b", To: "a", Term: 2, Seq: 1, Initiator: "a"},
 			`{"v":1,"group":"g","type":"ring_ack","from":"b","to":"a","term":2,"seq":1,"initiator":"a"}`,
 		},
@@ -151,6 +157,10 @@ func TestDecodeAccepts(t *testing.T) {
 			election.Message{Type: election.MsgHeartbeat, From: "a", Term: 2, Seq: 1}},
 		{"keys in any order", `{"term":2,"seq":5,"from":"a","type":"heartbeat","group":"g","v":1}`, hb,
 			election.Message{Type: election.MsgHeartbeat, From: "a", Term: 2, Seq: 5}},
+		// An older edge-agent's token has no candidate: it still decodes, and
+		// the Ring core refuses it (its participants did not vote).
+		{"ring token of an older agent", `{"v":1,"group":"g","type":"ring_token","from":"a","to":"b","term":3,"seq":1,"initiator":"a","participants":["a"]}`, toB,
+			election.Message{Type: election.MsgRingToken, From: "a", To: "b", Term: 3, Seq: 1, Initiator: "a", Participants: []string{"a"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := agent.Decode([]byte(c.data), c.subject, wireCtx())
@@ -220,6 +230,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"participant not a member", msg(`"type":"ring_token","from":"a","to":"b","seq":1,"initiator":"a","participants":["a","zz"]`), aToB, agent.ReasonNotMember},
 		{"nominee not a member", msg(`"type":"resign","from":"a","term":3,"nominee":"zz"`), fromA, agent.ReasonNotMember},
 		{"initiator not a member", msg(`"type":"ring_token","from":"a","to":"b","seq":1,"initiator":"zz"`), aToB, agent.ReasonNotMember},
+		{"candidate not a member", msg(`"type":"ring_token","from":"a","to":"b","term":1,"seq":1,"initiator":"a","candidate":"zz"`), aToB, agent.ReasonNotMember},
 
 		{"sender forged", hb, agent.BroadcastSubject(wirePrefix, "g", "c"), agent.ReasonSubjectMismatch},
 		{"direct message on broadcast subject", msg(`"type":"ack","from":"a","to":"b","term":3`), fromA, agent.ReasonSubjectMismatch},
@@ -251,6 +262,9 @@ func TestDecodeRejects(t *testing.T) {
 		{"ring token to the group", msg(`"type":"ring_token","from":"a","seq":1,"initiator":"a","participants":["a"]`), fromA, agent.ReasonBadField},
 		{"ring ack to the group", msg(`"type":"ring_ack","from":"a","seq":1,"initiator":"a"`), fromA, agent.ReasonBadField},
 		{"ring ack without initiator", msg(`"type":"ring_ack","from":"a","to":"b","seq":1`), aToB, agent.ReasonBadField},
+		{"candidate on ring ack", msg(`"type":"ring_ack","from":"a","to":"b","seq":1,"initiator":"a","candidate":"a"`), aToB, agent.ReasonBadField},
+		{"candidate on coordinator", msg(`"type":"coordinator","from":"a","term":3,"candidate":"a"`), fromA, agent.ReasonBadField},
+		{"candidate not an id", msg(`"type":"ring_token","from":"a","to":"b","term":1,"seq":1,"initiator":"a","candidate":"a b"`), aToB, agent.ReasonNotMember},
 		{"alive on ring token", msg(`"type":"ring_token","from":"a","to":"b","seq":1,"initiator":"a","participants":["a"],"alive":["a"]`), aToB, agent.ReasonBadField},
 		{"resign nominating its sender", msg(`"type":"resign","from":"a","term":3,"nominee":"a"`), fromA, agent.ReasonBadField},
 		{"message to its sender", msg(`"type":"ok","from":"b","to":"b"`), agent.DirectSubject(wirePrefix, "g", "b", "b"), agent.ReasonBadField},
@@ -350,7 +364,7 @@ func TestWireMaxLegalMessageFits(t *testing.T) {
 	const maxU64 = ^uint64(0)
 	for _, m := range []election.Message{
 		{Type: election.MsgHeartbeat, From: ids[0], To: ids[1], Term: maxU64, Seq: maxU64, Alive: ids},
-		{Type: election.MsgRingToken, From: ids[0], To: ids[1], Term: maxU64, Seq: maxU64, Initiator: ids[2], Participants: ids},
+		{Type: election.MsgRingToken, From: ids[0], To: ids[1], Term: maxU64, Seq: maxU64, Initiator: ids[2], Candidate: ids[3], Participants: ids},
 		{Type: election.MsgVote, From: ids[0], To: ids[1], Term: maxU64, Seq: maxU64, Granted: true},
 		{Type: election.MsgResign, From: ids[0], To: ids[1], Term: maxU64, Nominee: ids[2]},
 	} {

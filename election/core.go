@@ -347,10 +347,26 @@ func (c *core) tickFollower() {
 	c.alg.startElection("")
 }
 
+// leaderReleaser is implemented by an algorithm that holds election
+// messages back while a leader is heard (Ring keeps tokens: see ring.go).
+// votePending calls leaderReleased whenever the node stops hearing its
+// leader; it reports whether the node joined an election on what it held.
+type leaderReleaser interface{ leaderReleased() bool }
+
+// announcer is implemented by an algorithm whose winner announces itself
+// with a heartbeat instead of proclaiming with a COORDINATOR (Ring: see
+// ring.go, claim). While announced reports true, the candidate becomes leader
+// on acknowledgements of that heartbeat; a proclaiming candidate counts only
+// votes, never acknowledgements.
+type announcer interface{ announced() bool }
+
 // votePending grants a vote deferred while a leader was still heard, now
 // that it is not, if the request is still fresh. It reports whether a vote
 // was granted.
 func (c *core) votePending() bool {
+	if rel, ok := c.alg.(leaderReleaser); ok && rel.leaderReleased() {
+		return true
+	}
 	if c.pending == nil {
 		return false
 	}
@@ -444,6 +460,16 @@ func (c *core) stepAck(m Message) error {
 	}
 	if m.Term < c.hs.Term {
 		return fmt.Errorf("%w: ack of term %d in term %d", ErrStaleTerm, m.Term, c.hs.Term)
+	}
+	if a, ok := c.alg.(announcer); ok && a.announced() && c.role == Candidate && m.Seq == c.proclaimSq {
+		// A Ring winner holds its votes already and announced itself with
+		// a heartbeat: a quorum of acknowledgements starts its lease (see
+		// ring.go, claim).
+		c.votes[m.From] = true
+		if len(c.votes) >= c.quorum {
+			c.becomeLeader()
+		}
+		return nil
 	}
 	if c.role != Leader {
 		return nil

@@ -3,10 +3,11 @@ package election
 import "fmt"
 
 // NewRing returns a Node that elects with the Ring algorithm: a token goes
-// round the members, each live member adds itself, and the highest-ranked
-// participant is elected if the participants form a quorum. The terms, the
-// one vote per term, stickiness, leases and hand-over are the same as
-// Bully's: a Ring election ends with the chosen member proclaiming.
+// round the members and collects their votes for the highest live member,
+// which becomes leader once the token holds a quorum of votes for it. The
+// terms, the one vote per term, stickiness, leases and hand-over are the same
+// as Bully's; what differs is that the votes travel in the token instead of
+// answering a COORDINATOR.
 //
 // # Ring order
 //
@@ -14,53 +15,107 @@ import "fmt"
 // a member is the next higher-ranked member, and the highest wraps round to
 // the lowest. Two reasons:
 //
-//   - Chang-Roberts: a member running its own election swallows the tokens
-//     of lower-ranked initiators. When every member initiates at once, each
+//   - Chang-Roberts: a member running its own round swallows the tokens of
+//     lower-ranked candidates. When every member initiates at once, each
 //     token's first hop is to a higher-ranked initiator, which swallows it;
 //     only the highest initiator's token travels on. In the opposite order a
 //     token would pass every lower member before meeting a higher initiator,
 //     O(n^2) hops in all.
 //   - A token climbs the ranks before it wraps. Once it has wrapped, every
-//     member above its best participant has been visited or skipped as dead,
-//     so that participant is the result; the token then only needs a quorum
-//     and can stop there instead of finishing the round.
+//     member above its candidate has been visited or skipped as dead, so the
+//     candidate is the result and the token only needs a quorum of votes.
 //
 // # One round
 //
-// The initiator sends MsgRingToken (Initiator, Seq, Participants) to its
-// successor. Every receiver acknowledges the hop with MsgRingAck, whatever it
-// then does with the token; a successor that does not acknowledge within
-// RingHopTicks is skipped, then the next, and so on. Members presumed dead
-// (the suspected leader, members the leader's last heartbeat left out of its
-// live view, a successor that failed to acknowledge lately) are skipped
-// without waiting. A receiver appends itself and passes the token on, except
-// that a member running its own election, or already part of a higher
-// initiator's round, swallows the tokens of lower-ranked initiators. The
-// holder under which the token has wrapped (or come full circle) and holds a
-// quorum sends it straight to its best participant (in the common case the
-// initiator: its token has come back). That member proclaims: COORDINATOR,
-// then votes, exactly as in Bully. A round that comes full circle without a
-// quorum is dropped; its initiator retries after a backoff.
+// A token (MsgRingToken) names its round (Initiator and Seq, the initiator's
+// round counter), the round's term (Term), its Candidate and, in
+// Participants, the members that voted for the candidate in that term, in
+// the order they did. Every receiver acknowledges the hop with MsgRingAck,
+// whatever it then does with the token; a successor that does not
+// acknowledge within RingHopTicks is skipped, then the next, and so on.
+// Members presumed dead (the suspected leader, members the leader's last
+// heartbeat left out of its live view, a successor that failed to
+// acknowledge lately) are skipped without waiting.
 //
-// The COORDINATOR is broadcast rather than passed round the ring: one hop of
-// latency instead of n, and every member must see it anyway, because it is
-// the vote request and each member answers it with its vote.
+//   - The initiator is the round's first candidate; the round's term is one
+//     above the initiator's. It sends the token to its successor.
+//   - Climbing: a receiver that outranks the candidate (the token has not
+//     wrapped, so it carries no votes yet) takes the candidacy over, raises
+//     the term above its own if needed, and passes the token on, unless it is
+//     part of a round whose candidate outranks the token's (Chang-Roberts:
+//     it swallows the token).
+//   - Wrapped: a receiver ranked below the candidate votes for it in the
+//     round's term, persisting the vote before the token leaves (it goes out
+//     through Ready after HardState), appends itself and passes the token on.
+//     If it cannot vote in that term (it voted for someone else in it, or its
+//     own term is higher), it raises the token's term to the lowest one in
+//     which it can, drops the votes cast in the older term, and votes; the
+//     token then goes round once more through the candidate to ask the
+//     earlier voters again. A member that voted for an outranking candidate
+//     lately swallows the token instead.
+//   - Once the candidate and its voters make a quorum, the holder sends the
+//     token to the candidate. The candidate votes for itself in the round's
+//     term and announces itself with a heartbeat (heartbeats and their
+//     acknowledgements are the steady-state exchange, not election traffic);
+//     it becomes leader when a quorum has acknowledged that heartbeat.
+//   - A token that reaches its candidate without a quorum goes round once
+//     more from the candidate; a round that comes full circle without a
+//     quorum is dropped and its candidate retries after a backoff. A token
+//     whose candidate does not acknowledge is dropped: its votes are for that
+//     member only.
+//
+// A member that still hears a live leader (or a leader's lease could still
+// be running) joins no round: it acknowledges the token and keeps it, and
+// handles it when it stops hearing the leader (missed heartbeats, the bus
+// reporting the leader gone, a resignation), if that happens within
+// AnswerTicks. So a round that gathers a quorum means that a quorum does not
+// hear a leader: the round is its own pre-vote. A minority never stands, and
+// its retries do not inflate terms: a retry reuses its round's term, in
+// which its voters already voted for the same candidate.
+//
+// # Why it is safe
+//
+//   - One leader per term: a member votes at most once per term, and only
+//     for a named candidate, so in a term at most one member can hold a
+//     quorum of votes; a candidate votes for itself only when it wins, and
+//     only in a term in which it has not voted. Forked tokens (a successor
+//     took the token but its acknowledgement was lost, and the holder skipped
+//     it) carry votes for the same candidate, or for candidates in different
+//     terms.
+//   - Leases: the voters of a round did not hear the old leader for D (or
+//     heard the bus report it gone), so the old leader's lease has run out
+//     before the candidate can win, as with Bully's votes. The new leader's
+//     own lease runs from its announcing heartbeat, which a quorum
+//     acknowledged: the votes themselves were cast at times the candidate
+//     does not know, and are never used to date a lease.
+//   - Terms never decrease: a term is adopted (persisted) by a voter when it
+//     votes and by the candidate when it wins; a token never asks a member
+//     to vote in a term below its own.
+//
+// Hand-over (Resign with a nominee) and preemption are Bully's: the nominee
+// proclaims at once with a COORDINATOR and collects votes.
 //
 // # Cost
 //
 // With the leader's heartbeat view every member knows, when the leader goes
 // silent, which member is the highest alive. Only that member initiates; the
-// others wait AnswerTicks for its COORDINATOR, and initiate themselves only
-// if it does not come (then Chang-Roberts keeps the concurrent rounds at
-// O(n)). The token skips the dead leader, wraps to the lowest member and
-// stops at a quorum q, so a failover costs q token hops, q acknowledgements,
-// and the COORDINATOR and a vote for each live member: about 3n deliveries.
+// others wait AnswerTicks for the round to reach them or for the new leader's
+// heartbeat, and initiate themselves only if neither comes (then
+// Chang-Roberts keeps the concurrent rounds at O(n)). The token skips the
+// dead leader, wraps to the lowest member and collects q-1 votes (q =
+// quorum), then goes to the candidate: q hops and q acknowledgements, 2q
+// deliveries in all, about n. When every survivor initiates at once, each
+// lower initiator's token costs one hop and one acknowledgement before it is
+// swallowed, and the winning round 2q more: about 3n-4. Each voter persists
+// its vote before passing the token on, so a round takes q sequential disk
+// writes: cheap at a site of a few gateways, noticeable at n = 100 on slow
+// flash.
 func NewRing(cfg Config) (Node, error) {
 	c, err := newCore(cfg)
 	if err != nil {
 		return nil, err
 	}
-	r := &ring{c: c, pos: make(map[string]int, len(c.members)), seen: map[ringRound]int64{}, deadAt: map[string]int64{}}
+	r := &ring{c: c, pos: make(map[string]int, len(c.members)), seen: map[ringKey]int64{}, deadAt: map[string]int64{}}
 	n := len(c.members)
 	r.order = make([]string, n)
 	for i, m := range c.members { // c.members is by rank, highest first
@@ -75,10 +130,10 @@ type ringPhase uint8
 
 const (
 	ringIdle      ringPhase = iota
-	ringAwait               // waiting for the expected member to proclaim
-	ringInitiated           // sent our own token, waiting for the round to end
-	ringJoined              // passed on another initiator's token, waiting for its COORDINATOR
-	ringElected             // won a round, waiting for leave to proclaim
+	ringAwait               // waiting for the expected member's round (or its heartbeat)
+	ringCandidate           // the candidate of a round, waiting for it to come back decided
+	ringVoted               // voted for another member's candidacy, waiting for its heartbeat
+	ringWon                 // a decided round came back while a leader was heard or we backed off
 )
 
 // ringRound identifies one round: its initiator and the initiator's counter.
@@ -90,8 +145,21 @@ type ringRound struct {
 // ringToken is a token held by this member.
 type ringToken struct {
 	ringRound
-	parts []string
+	term   uint64
+	cand   string
+	voters []string // members that voted for cand in term, in order
 }
+
+// ringKey is what makes two deliveries of a token the same visit: a member
+// meets a round again legitimately only under another candidate (it climbed
+// past this member) or in another term (a voter raised it).
+type ringKey struct {
+	ringRound
+	term uint64
+	cand string
+}
+
+func (t ringToken) key() ringKey { return ringKey{t.ringRound, t.term, t.cand} }
 
 // ringHop is a token sent to a successor and not yet acknowledged.
 type ringHop struct {
@@ -106,22 +174,33 @@ type ring struct {
 	order []string       // ring order: by rank, lowest first
 	pos   map[string]int // member -> index in order
 
-	phase      ringPhase
-	until      int64
-	expect     string // ringAwait: the member expected to proclaim
-	champ      string // the highest initiator of the rounds this member is part of
-	electedEnd int64  // ringElected: give up the win after this tick
+	phase  ringPhase
+	until  int64
+	expect string    // ringAwait: the member expected to win
+	champ  string    // the candidate of the round this member is part of (itself as candidate)
+	round  ringRound // ringCandidate: our round
+	won    ringToken // ringWon: the decided token
+	wonEnd int64     // ringWon: give the win up after this tick
+	// claimed: this member won a round and announced itself; the core
+	// counts acknowledgements of that heartbeat (announced). Cleared by
+	// reset, which both becoming leader and proclaiming call.
+	claimed bool
 
-	seq    uint64              // the last round this member initiated
-	seen   map[ringRound]int64 // rounds this member joined -> tick, to drop duplicates
-	deadAt map[string]int64    // member -> tick a hop to it or a wait for it timed out
+	// pending is a token received while a leader was heard, kept until the
+	// leader is no longer heard (leaderReleased) if that comes soon.
+	pending   *ringToken
+	pendingAt int64
+
+	seq    uint64            // the last round this member initiated
+	seen   map[ringKey]int64 // visits this member handled -> tick, to drop duplicates
+	deadAt map[string]int64  // member -> tick a hop to it or a wait for it timed out
 	hops   []*ringHop
 }
 
 func (r *ring) hopTicks() int64 { return int64(r.c.cfg.RingHopTicks) }
 
 // roundTicks bounds a whole round: every member skipped once, then the
-// COORDINATOR.
+// candidate's announcement.
 func (r *ring) roundTicks() int64 {
 	return int64(r.c.cfg.AnswerTicks) + int64(len(r.order))*r.hopTicks()
 }
@@ -140,8 +219,10 @@ func (r *ring) deadline() int64 {
 }
 
 func (r *ring) reset() {
-	r.phase, r.expect, r.champ, r.hops = ringIdle, "", "", nil
+	r.phase, r.expect, r.champ, r.hops, r.pending, r.claimed = ringIdle, "", "", nil, nil, false
 }
+
+func (r *ring) announced() bool { return r.claimed }
 
 func (r *ring) setPhase(p ringPhase, until int64) { r.phase, r.until = p, until }
 
@@ -158,37 +239,42 @@ func (r *ring) startElection(expected string) {
 	r.setPhase(ringAwait, c.now+int64(c.cfg.AnswerTicks))
 }
 
-// initiate starts a round with this member as initiator.
+// initiate starts a round with this member as initiator and candidate.
 func (r *ring) initiate() {
 	c := r.c
 	r.seq++
-	id := ringRound{c.self.ID, r.seq}
-	r.remember(id)
-	r.champ, r.expect = c.self.ID, ""
-	r.setPhase(ringInitiated, c.now+r.roundTicks())
-	r.route(ringToken{ringRound: id, parts: []string{c.self.ID}}, map[string]bool{})
+	tok := ringToken{ringRound: ringRound{c.self.ID, r.seq}, term: c.hs.Term + 1, cand: c.self.ID}
+	r.candidate(tok)
+	r.route(tok, map[string]bool{})
 }
 
-// remember records that this member took part in round id, and forgets
-// rounds too old to still be in flight.
-func (r *ring) remember(id ringRound) {
-	for k, at := range r.seen {
+// candidate makes this member the candidate of tok's round.
+func (r *ring) candidate(tok ringToken) {
+	r.remember(tok.key())
+	r.champ, r.expect, r.round = r.c.self.ID, "", tok.ringRound
+	r.setPhase(ringCandidate, r.c.now+r.roundTicks())
+}
+
+// remember records that this member handled visit k, and forgets visits too
+// old to still be in flight.
+func (r *ring) remember(k ringKey) {
+	for old, at := range r.seen {
 		if r.c.now-at >= r.roundTicks() {
-			delete(r.seen, k)
+			delete(r.seen, old)
 		}
 	}
-	r.seen[id] = r.c.now
+	r.seen[k] = r.c.now
 }
 
 // presumedDead reports whether the token may skip id without waiting for
-// an acknowledgement, and whether a member waiting for a COORDINATOR may
-// pass id over. The evidence is the view (a leader's heartbeats leave out
-// the members that stopped answering it; the suspected or reported-gone
-// leader and a resigned one are out of it too), or a hop or wait that timed
-// out on id lately and since which id has not been heard. Those timeouts
-// are kept apart from the view and forgotten after 2*ElectionTicks: after a
-// long partition every member is tried again, or members that all believe
-// each other dead would never exchange a token.
+// an acknowledgement, and whether a member waiting for a round may pass id
+// over. The evidence is the view (a leader's heartbeats leave out the
+// members that stopped answering it; the suspected or reported-gone leader
+// and a resigned one are out of it too), or a hop or wait that timed out on
+// id lately and since which id has not been heard. Those timeouts are kept
+// apart from the view and forgotten after 2*ElectionTicks: after a long
+// partition every member is tried again, or members that all believe each
+// other dead would never exchange a token.
 func (r *ring) presumedDead(id string) bool {
 	c := r.c
 	if at, ok := r.deadAt[id]; ok && at >= c.lastSeen[id] && c.now-at < 2*int64(c.cfg.ElectionTicks) {
@@ -210,15 +296,20 @@ func (r *ring) highestAlive() string {
 	return c.self.ID
 }
 
-// next returns the first successor of this member that should get tok:
-// neither failed nor presumed dead. circle is true when the search reaches a
-// participant (or this member) first: the token has been all the way round.
+// next returns where this member, holding tok, sends it: the first
+// successor that is neither failed nor presumed dead, or the candidate if
+// the search reaches it first (it does for every holder but the candidate).
+// circle is true when the search reaches a voter, or this member, first:
+// the token has been all the way round.
 func (r *ring) next(tok ringToken, failed map[string]bool) (next string, circle bool) {
 	c := r.c
 	n := len(r.order)
 	for k := 1; k < n; k++ {
 		id := r.order[(r.pos[c.self.ID]+k)%n]
-		if contains(tok.parts, id) {
+		if id == tok.cand {
+			return id, false
+		}
+		if contains(tok.voters, id) {
 			return "", true
 		}
 		if failed[id] || r.presumedDead(id) {
@@ -229,47 +320,36 @@ func (r *ring) next(tok ringToken, failed map[string]bool) (next string, circle 
 	return "", true
 }
 
-// wrapped reports whether the token has passed the top of the ring: some
-// participant ranks below the one before it. From then on every member above
-// the best participant has been visited or skipped, so the result is known.
-func (r *ring) wrapped(parts []string) bool {
-	for i := 1; i < len(parts); i++ {
-		if r.c.outranks(parts[i-1], parts[i]) {
-			return true
-		}
-	}
-	return false
-}
-
-func (r *ring) best(parts []string) string {
-	b := parts[0]
-	for _, p := range parts[1:] {
-		if r.c.outranks(p, b) {
-			b = p
-		}
-	}
-	return b
-}
-
-// route decides what this member, holding tok, does with it: hand it to the
-// winner once the result is known, pass it to the next successor, or drop it
-// when it has come round without a quorum.
+// route decides what this member, holding tok, does with it.
 func (r *ring) route(tok ringToken, failed map[string]bool) {
 	c := r.c
-	next, circle := r.next(tok, failed)
-	if len(tok.parts) >= c.quorum && (circle || r.wrapped(tok.parts)) {
-		w := r.best(tok.parts)
-		if w == c.self.ID {
-			r.win()
+	quorate := len(tok.voters)+1 >= c.quorum
+	if tok.cand != c.self.ID {
+		// A voter holds it: the token climbs from here to the candidate,
+		// collecting votes, and goes to the candidate once they suffice.
+		if quorate {
+			r.sendHop(tok.cand, tok, failed)
 			return
 		}
-		r.sendHop(w, tok, failed)
+		if next, circle := r.next(tok, failed); !circle {
+			r.sendHop(next, tok, failed)
+		}
+		return
+	}
+	// The candidate holds it: it has just started or taken the round over,
+	// or the token came back without a quorum and goes round once more. The
+	// result is known once the token has wrapped: it carries votes (cast
+	// below the candidate), or every successor above the candidate is
+	// presumed dead.
+	next, circle := r.next(tok, failed)
+	wrapped := len(tok.voters) > 0 || circle || c.outranks(c.self.ID, next)
+	if quorate && wrapped {
+		r.win(tok)
 		return
 	}
 	if circle {
-		// Round over without a quorum. Its initiator backs off before it
-		// tries again; if that is another member, it learns it by timeout.
-		if tok.initiator == c.self.ID && r.phase == ringInitiated && r.champ == c.self.ID {
+		// Everyone reachable was asked: no quorum. Back off, then retry.
+		if r.phase == ringCandidate && r.round == tok.ringRound {
 			r.roundFailed()
 		}
 		return
@@ -279,8 +359,9 @@ func (r *ring) route(tok ringToken, failed map[string]bool) {
 
 func (r *ring) sendHop(to string, tok ringToken, failed map[string]bool) {
 	c := r.c
-	tok.parts = append([]string(nil), tok.parts...)
-	c.send(Message{Type: MsgRingToken, To: to, Term: c.hs.Term, Seq: tok.seq, Initiator: tok.initiator, Participants: tok.parts})
+	tok.voters = append([]string(nil), tok.voters...)
+	c.send(Message{Type: MsgRingToken, To: to, Term: tok.term, Seq: tok.seq, Initiator: tok.initiator,
+		Candidate: tok.cand, Participants: tok.voters})
 	h := &ringHop{to: to, tok: tok, failed: failed, until: c.now + r.hopTicks()}
 	for i, o := range r.hops {
 		if o.tok.ringRound == tok.ringRound {
@@ -291,21 +372,55 @@ func (r *ring) sendHop(to string, tok ringToken, failed map[string]bool) {
 	r.hops = append(r.hops, h)
 }
 
-// win is called on the member a decided round elected.
-func (r *ring) win() {
+// win is called on the candidate of a decided round.
+func (r *ring) win(tok ringToken) {
 	c := r.c
 	if c.role != Follower {
 		return
 	}
 	if !c.leaderLive() && c.now >= c.standAfter {
-		c.proclaim()
+		r.claim(tok)
 		return
 	}
-	// A leader is still heard, or this member is backing off: proclaim as
-	// soon as that ends, if it ends soon.
-	r.champ, r.expect = c.self.ID, ""
-	r.electedEnd = c.now + int64(c.cfg.AnswerTicks)
-	r.setPhase(ringElected, c.now+1)
+	// A leader is still heard, or this member is backing off: win as soon
+	// as that ends, if it ends soon.
+	r.champ, r.expect, r.won = c.self.ID, "", tok
+	r.wonEnd = c.now + int64(c.cfg.AnswerTicks)
+	r.setPhase(ringWon, c.now+1)
+}
+
+// claim makes this member, holding the votes of a quorum for it in
+// tok.term, vote for itself (persisted with the term before anything is
+// sent) and announce itself with a heartbeat. It becomes leader when a
+// quorum has acknowledged that heartbeat (core.stepAck, announced): the lease
+// is dated from it, never from the votes.
+func (r *ring) claim(tok ringToken) {
+	c := r.c
+	if c.hs.Term > tok.term || (c.hs.Term == tok.term && c.hs.VotedFor != "") {
+		// Voted in that term already (for another round, or claimed it
+		// before a restart): that term is spent for this member.
+		r.reset()
+		c.event(EventVoteRefused, c.self.ID, "already voted in the round's term")
+		return
+	}
+	r.reset()
+	c.adoptTerm(tok.term)
+	c.hs.VotedFor = c.self.ID
+	c.hsChanged = true
+	c.pending = nil
+	c.role = Candidate
+	c.setLeader("")
+	c.votes = map[string]bool{c.self.ID: true} // acknowledgements of the announcement
+	c.refusals = map[string]bool{}
+	c.voteEnd = c.now + int64(c.cfg.AnswerTicks)
+	c.sentAt = map[uint64]int64{}
+	c.event(EventElectionStarted, "", "")
+	c.heartbeat()
+	c.proclaimSq = c.hbSeq
+	r.claimed = true
+	if len(c.votes) >= c.quorum {
+		c.becomeLeader()
+	}
 }
 
 func (r *ring) roundFailed() {
@@ -328,22 +443,24 @@ func (r *ring) onDeadline() {
 	r.hops = keep
 	for _, h := range due {
 		if c.role != Follower {
-			break // this member proclaimed: the other rounds are moot
+			break // this member is standing or leads: the other rounds are moot
+		}
+		r.markDead(h.to)
+		if h.to == h.tok.cand {
+			continue // the votes are for a member that is gone: the round is over
 		}
 		// The successor did not acknowledge: skip it.
-		r.markDead(h.to)
 		h.failed[h.to] = true
-		h.tok.parts = remove(h.tok.parts, h.to)
 		r.route(h.tok, h.failed)
 	}
 	if r.phase == ringIdle || c.now < r.until || c.role != Follower {
 		return
 	}
-	if r.phase == ringElected {
+	if r.phase == ringWon {
 		switch {
 		case !c.leaderLive() && c.now >= c.standAfter:
-			c.proclaim()
-		case c.now >= r.electedEnd:
+			r.claim(r.won)
+		case c.now >= r.wonEnd:
 			r.phase, r.champ = ringIdle, ""
 		default:
 			r.until = c.now + 1
@@ -356,24 +473,38 @@ func (r *ring) onDeadline() {
 	}
 	switch r.phase {
 	case ringAwait:
-		// The expected member stayed silent: it is dead too, or the view was
-		// stale. Every member that waited starts its own round now;
-		// Chang-Roberts keeps that at O(n).
+		// Neither the expected member's round nor its heartbeat came: it is
+		// dead too, or the view was stale. Every member that waited starts
+		// its own round now; Chang-Roberts keeps that at O(n).
 		r.markDead(r.expect)
 		if c.now >= c.standAfter {
 			r.initiate()
 		} else {
 			r.phase, r.expect = ringIdle, ""
 		}
-	case ringInitiated:
+	case ringCandidate:
 		// Our token was lost, or the round found no quorum: retry later.
 		r.roundFailed()
-	case ringJoined:
-		// The round we joined never produced a COORDINATOR. Back off, then
+	case ringVoted:
+		// The candidate we voted for never announced itself. Back off, then
 		// start over (tickFollower calls startElection).
 		r.phase, r.champ = ringIdle, ""
 		c.standAfter = max(c.standAfter, c.now+int64(c.backoffTicks()))
 	}
+}
+
+// leaderReleased handles the token kept while a leader was heard, now that
+// it is not, if the token is still fresh. It reports whether this member
+// joined that round. The core calls it whenever it stops hearing its leader
+// (see core.votePending).
+func (r *ring) leaderReleased() bool {
+	c := r.c
+	p := r.pending
+	r.pending = nil
+	if p == nil || c.role != Follower || c.now-r.pendingAt > int64(c.cfg.AnswerTicks) {
+		return false
+	}
+	return r.handle(*p)
 }
 
 func (r *ring) step(m Message) error {
@@ -404,8 +535,8 @@ func (r *ring) stepAck(m Message) error {
 	if err := r.checkRing(m); err != nil {
 		return err
 	}
-	if len(m.Participants) > 0 {
-		return fmt.Errorf("%w: participants on %v", ErrBadMessage, m.Type)
+	if len(m.Participants) > 0 || m.Candidate != "" {
+		return fmt.Errorf("%w: participants or candidate on %v", ErrBadMessage, m.Type)
 	}
 	r.c.view[m.From] = true
 	delete(r.deadAt, m.From)
@@ -418,61 +549,133 @@ func (r *ring) stepAck(m Message) error {
 	return nil
 }
 
-func (r *ring) stepToken(m Message) error {
+// checkToken checks a token's own fields: a candidate, a term, voters that
+// are distinct members other than the candidate, and a sender that is the
+// candidate or one of its voters (the holder is always one of them).
+func (r *ring) checkToken(m Message) error {
 	c := r.c
 	if err := r.checkRing(m); err != nil {
 		return err
+	}
+	if m.Candidate == "" {
+		return fmt.Errorf("%w: token without a candidate (an older Ring protocol)", ErrBadMessage)
+	}
+	if !c.isMember(m.Candidate) {
+		return fmt.Errorf("%w: candidate %q", ErrNotMember, m.Candidate)
+	}
+	if m.Term == 0 {
+		return fmt.Errorf("%w: token of term 0", ErrBadMessage)
 	}
 	seen := make(map[string]bool, len(m.Participants))
 	for _, p := range m.Participants {
 		if !c.isMember(p) {
 			return fmt.Errorf("%w: participant %q", ErrNotMember, p)
 		}
-		if seen[p] {
+		if seen[p] || p == m.Candidate {
 			return fmt.Errorf("%w: participant %q listed twice", ErrBadMessage, p)
 		}
 		seen[p] = true
 	}
-	if !seen[m.From] {
-		return fmt.Errorf("%w: token from %q, who is not a participant", ErrBadMessage, m.From)
+	if m.From != m.Candidate && !seen[m.From] {
+		return fmt.Errorf("%w: token from %q, who is neither its candidate nor a voter", ErrBadMessage, m.From)
+	}
+	return nil
+}
+
+func (r *ring) stepToken(m Message) error {
+	c := r.c
+	if err := r.checkToken(m); err != nil {
+		return err
 	}
 	// Every hop is acknowledged, whatever becomes of the token: the
 	// acknowledgement only says that this member is alive and took it.
 	c.send(Message{Type: MsgRingAck, To: m.From, Term: c.hs.Term, Seq: m.Seq, Initiator: m.Initiator})
+	c.view[m.From] = true
+	delete(r.deadAt, m.From)
 	for _, p := range m.Participants {
 		c.view[p] = true
-		delete(r.deadAt, p)
 	}
 	if c.role != Follower {
 		return nil // a leader or a candidate: the round is moot
 	}
-	id := ringRound{m.Initiator, m.Seq}
-	if seen[c.self.ID] {
-		// The token has come back: it was decided and this member won.
-		if len(m.Participants) >= c.quorum && r.best(m.Participants) == c.self.ID {
-			r.win()
-		}
+	tok := ringToken{ringRound: ringRound{m.Initiator, m.Seq}, term: m.Term, cand: m.Candidate,
+		voters: append([]string(nil), m.Participants...)}
+	if tok.cand != c.self.ID && c.leaderLive() {
+		// A member that hears a leader joins no round; it keeps the token
+		// and joins when it stops hearing the leader, if that is soon.
+		r.pending, r.pendingAt = &tok, c.now
+		c.event(EventVoteRefused, tok.cand, "live leader")
 		return nil
 	}
-	if at, ok := r.seen[id]; ok && c.now-at < r.roundTicks() {
-		return nil // a duplicate of a round this member already passed on
-	}
-	if r.champ != "" && c.outranks(r.champ, m.Initiator) {
-		return nil // Chang-Roberts: a higher initiator's round is under way
-	}
-	r.remember(id)
-	if !c.leaderLive() {
-		// Wait for this round's COORDINATOR, and swallow the tokens of
-		// lower initiators meanwhile. A member that still hears its leader
-		// waits for nothing: it passes the token on (the initiator may only
-		// have noticed the leader's death first) and its vote stays with
-		// the core's stickiness rule.
-		r.champ, r.expect = m.Initiator, ""
-		r.setPhase(ringJoined, c.now+r.roundTicks())
-	}
-	parts := append(append(make([]string, 0, len(m.Participants)+1), m.Participants...), c.self.ID)
-	r.route(ringToken{ringRound: id, parts: parts}, map[string]bool{})
+	r.handle(tok)
 	return nil
+}
+
+// handle applies a token to this member, a follower that hears no leader
+// (or the token's candidate); it reports whether the member joined the round.
+func (r *ring) handle(tok ringToken) bool {
+	c := r.c
+	self := c.self.ID
+	if tok.cand == self {
+		// Our own token, back: decided, or without a quorum yet (a voter
+		// raised the term) to go round once more.
+		switch {
+		case len(tok.voters)+1 >= c.quorum:
+			r.win(tok)
+		case r.phase == ringCandidate && r.round == tok.ringRound:
+			r.route(tok, map[string]bool{})
+		default:
+			return false
+		}
+		return true
+	}
+	if at, ok := r.seen[tok.key()]; ok && c.now-at < r.roundTicks() {
+		return false // a duplicate of a visit already handled
+	}
+	if r.champ != "" && r.champ != tok.cand && c.outranks(r.champ, tok.cand) {
+		return false // Chang-Roberts: a round for a higher candidate is under way
+	}
+	if c.outranks(self, tok.cand) {
+		if len(tok.voters) > 0 {
+			return false // votes are cast below the candidate only: not a token of ours to climb
+		}
+		// Climbing: take the candidacy over, in a term this member has not
+		// used yet (it votes for itself only when it wins).
+		tok.term = max(tok.term, c.hs.Term+1)
+		tok.cand = self
+		r.candidate(tok)
+		r.route(tok, map[string]bool{})
+		return true
+	}
+	// Wrapped: vote for the candidate in the round's term, or in the lowest
+	// term in which this member still can; the votes cast in an older term
+	// are then dropped (their voters are asked again on the next pass).
+	r.remember(tok.key())
+	if !(c.hs.Term < tok.term || (c.hs.Term == tok.term && (c.hs.VotedFor == "" || c.hs.VotedFor == tok.cand))) {
+		tok.term = c.hs.Term
+		if c.hs.VotedFor != "" && c.hs.VotedFor != tok.cand {
+			tok.term++
+		}
+		tok.voters = nil
+	}
+	c.adoptTerm(tok.term)
+	if c.hs.VotedFor != tok.cand {
+		c.hs.VotedFor = tok.cand
+		c.hsChanged = true
+	}
+	// Our own round, if any, is abandoned for this one.
+	keep := r.hops[:0]
+	for _, h := range r.hops {
+		if h.tok.cand != self {
+			keep = append(keep, h)
+		}
+	}
+	r.hops = keep
+	r.champ, r.expect = tok.cand, ""
+	r.setPhase(ringVoted, c.now+r.roundTicks())
+	tok.voters = append(tok.voters, self)
+	r.route(tok, map[string]bool{})
+	return true
 }
 
 func contains(ids []string, id string) bool {
@@ -482,14 +685,4 @@ func contains(ids []string, id string) bool {
 		}
 	}
 	return false
-}
-
-func remove(ids []string, id string) []string {
-	out := make([]string, 0, len(ids))
-	for _, x := range ids {
-		if x != id {
-			out = append(out, x)
-		}
-	}
-	return out
 }

@@ -124,8 +124,11 @@ type Message struct {
 	Alive []string
 	// Nominee is the member a Resign hands leadership to ("" = next in rank).
 	Nominee string
-	// Initiator and Participants carry a Ring token.
+	// Initiator, Candidate and Participants carry a Ring token: the round's
+	// initiator, the member the round elects, and the members that voted for
+	// that candidate in Term, in order (Term is then the round's term).
 	Initiator    string
+	Candidate    string
 	Participants []string
 	// Algorithm is the sender's election algorithm ("bully", "ring"),
 	// stamped by the agent so that a member configured differently from its
