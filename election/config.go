@@ -55,7 +55,7 @@ type Config struct {
 	// acknowledge the token before it skips that successor for the next one.
 	// 0 means AnswerTicks/3 (at least 1): a hop is one message and one
 	// answer, and several dead successors in a row must fit in the time the
-	// other members wait for the round's COORDINATOR (AnswerTicks). It must
+	// other members wait for the round to be decided (AnswerTicks). It must
 	// not exceed AnswerTicks. Bully ignores it.
 	RingHopTicks int
 	// Preemption and HoldDownTicks set how a returning higher-ranked member

@@ -248,7 +248,7 @@ func (c *core) Tick() {
 	case Candidate:
 		if c.now >= c.voteEnd {
 			c.electionFailed("no quorum of votes in time")
-		} else if (c.now-c.proclaimAt)%int64(c.cfg.HeartbeatTicks) == 0 {
+		} else if !c.claimed() && (c.now-c.proclaimAt)%int64(c.cfg.HeartbeatTicks) == 0 {
 			c.resendCoordinator()
 		}
 	default:
@@ -285,7 +285,9 @@ func (c *core) NextTick() int {
 		}
 	case Candidate:
 		at(c.voteEnd)
-		at(c.now + int64(c.cfg.HeartbeatTicks) - (c.now-c.proclaimAt)%int64(c.cfg.HeartbeatTicks))
+		if !c.claimed() {
+			at(c.now + int64(c.cfg.HeartbeatTicks) - (c.now-c.proclaimAt)%int64(c.cfg.HeartbeatTicks))
+		}
 	default:
 		if c.leaderLive() {
 			at(c.lastLeaderContact + int64(c.cfg.ElectionTicks))
@@ -589,9 +591,10 @@ func (c *core) Step(m Message) error {
 	if m.To != "" && m.To != c.self.ID {
 		return fmt.Errorf("%w: %q", ErrWrongTarget, m.To)
 	}
-	// Election, OK and the Ring messages may carry term 0, as the wire
-	// format allows: they are sent before any leader was seen, carry the
-	// sender's term for information only, and grant nothing.
+	// Election, OK and ring acks may carry term 0, as the wire format
+	// allows: they are sent before any leader was seen, carry the sender's
+	// term for information only, and grant nothing. (A ring token names its
+	// round's term, at least 1; the ring checks that itself.)
 	if m.Term == 0 && !preTermType(m.Type) {
 		return fmt.Errorf("%w: term 0", ErrBadMessage)
 	}
@@ -722,6 +725,14 @@ func (c *core) proclaim() {
 	if len(c.votes) >= c.quorum {
 		c.becomeLeader()
 	}
+}
+
+// claimed reports whether this candidate announced itself with a heartbeat
+// after a Ring round (it then counts acknowledgements, not votes, and has
+// no COORDINATOR to repeat).
+func (c *core) claimed() bool {
+	a, ok := c.alg.(announcer)
+	return ok && a.announced()
 }
 
 // resendCoordinator repeats the vote request every H while the votes are
