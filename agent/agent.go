@@ -422,6 +422,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			if serr := a.node.Step(m); serr != nil {
 				a.countRejected(serr)
 			}
+			a.checkRoutes()
 			err = a.process()
 		case r := <-a.gone:
 			clock.catchUp(a.node, a.mono())
@@ -449,9 +450,9 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // sleepUntilDue sets timer for the next moment the loop has work without a
-// message: the core's next due tick, the end of the wall-clock lease, the
-// next poll of the routes (cluster mode); and at least every H, so that the
-// watchdog sees a live loop. An idle follower wakes for heartbeats only,
+// message: the core's next due tick, the end of the wall-clock lease; and
+// at least every H, so that the watchdog sees a live loop. (In cluster mode
+// the route poller wakes the loop when a route goes.) An idle follower wakes for heartbeats only,
 // instead of every tick: on a gateway most of an idle agent's CPU was the
 // tick's wakeups.
 func (a *Agent) sleepUntilDue(timer *time.Timer, clock *tickClock) {
@@ -459,9 +460,6 @@ func (a *Agent) sleepUntilDue(timer *time.Timer, clock *tickClock) {
 	due := min(clock.at(a.node.NextTick()), now+a.cfg.Heartbeat)
 	if a.leading.Load() {
 		due = min(due, time.Duration(a.leaseEnd.Load()))
-	}
-	if a.routes != nil && !a.noFast {
-		due = min(due, now+a.cfg.Tick())
 	}
 	if !timer.Stop() {
 		select {
