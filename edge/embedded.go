@@ -52,7 +52,17 @@ type EmbeddedConfig struct {
 	// its own name); the Auth credential, if any, then admits other clients
 	// with BusClientPermissions (no election subjects).
 	Members *MemberAuthz
+	// System, when not nil, gives the server a system account reachable
+	// with these credentials, so that agents can read its client
+	// disconnect advisories (the fast failover); clients without
+	// credentials land in an application account. It is for a server with
+	// no other authentication (the demo, a lab); a site with credentials
+	// configures its accounts in an external nats-server.
+	System *SystemUser
 }
+
+// SystemUser is a user of the embedded server's system account.
+type SystemUser struct{ User, Password string }
 
 // MemberAuthz lists the members whose nkeys the server admits.
 type MemberAuthz struct {
@@ -228,6 +238,9 @@ func serverOptions(cfg EmbeddedConfig) (*server.Options, error) {
 	if err := applyMemberAuthz(opts, cfg.Members); err != nil {
 		return nil, err
 	}
+	if err := applySystem(opts, cfg.System, cfg.Auth, cfg.Members); err != nil {
+		return nil, err
+	}
 	if !cfg.TLS.IsZero() {
 		tc, err := serverTLS("nats.tls", cfg.TLS, false)
 		if err != nil {
@@ -258,6 +271,29 @@ func serverOptions(cfg EmbeddedConfig) (*server.Options, error) {
 		}
 	}
 	return opts, nil
+}
+
+// applySystem adds a system account with user u, and an application account
+// that clients without credentials land in.
+func applySystem(opts *server.Options, u *SystemUser, auth ClientAuth, members *MemberAuthz) error {
+	if u == nil {
+		return nil
+	}
+	if auth != (ClientAuth{}) || members != nil {
+		return errors.New("edge: a system account user needs a server without other authentication")
+	}
+	if u.User == "" || u.Password == "" {
+		return errors.New("edge: the system account user needs a name and a password")
+	}
+	app, sys := server.NewAccount("APP"), server.NewAccount("SYS")
+	opts.Accounts = []*server.Account{app, sys}
+	opts.SystemAccount = "SYS"
+	opts.Users = []*server.User{
+		{Username: "app", Password: u.Password + "-app", Account: app},
+		{Username: u.User, Password: u.Password, Account: sys},
+	}
+	opts.NoAuthUser = "app"
+	return nil
 }
 
 // tlsTimeout is the TLS handshake timeout, in seconds, of every listener.

@@ -230,3 +230,43 @@ func TestParseListen(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbeddedSystemAccount: with System set, a client without credentials
+// lands in the application account, and the system user reads its
+// disconnect advisory, with the client's name and the reason the agents'
+// fast path acts on. System refuses to mix with other authentication.
+func TestEmbeddedSystemAccount(t *testing.T) {
+	sysUser := SystemUser{User: "sys", Password: "secret"}
+	s := startTestServer(t, EmbeddedConfig{System: &sysUser})
+	sys, err := nats.Connect(s.ClientURL(), nats.UserInfo(sysUser.User, sysUser.Password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	advisories := make(chan *nats.Msg, 16)
+	if _, err := sys.ChanSubscribe("$SYS.ACCOUNT.*.DISCONNECT", advisories); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	app, err := nats.Connect(s.ClientURL(), nats.Name("edge-agent/site/gw1"))
+	if err != nil {
+		t.Fatalf("a client without credentials: %v", err)
+	}
+	app.Close()
+	select {
+	case m := <-advisories:
+		if !strings.Contains(string(m.Data), `"edge-agent/site/gw1"`) || !strings.Contains(string(m.Data), "Client Closed") {
+			t.Fatalf("advisory %s lacks the client's name or its reason", m.Data)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no disconnect advisory within 5 s")
+	}
+	if _, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", System: &sysUser, Auth: ClientAuth{Token: "t"}}); err == nil {
+		t.Fatal("System with a client token: want an error")
+	}
+	if _, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", System: &SystemUser{User: "sys"}}); err == nil {
+		t.Fatal("System without a password: want an error")
+	}
+}

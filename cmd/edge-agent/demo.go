@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"flag"
 	"fmt"
 	"io"
@@ -20,7 +21,9 @@ import (
 type demoGateway struct {
 	id     string
 	agent  *agent.Agent
-	nc     *nats.Conn
+	nc     *nats.Conn // election traffic
+	pres   *nats.Conn // presence: what the leader's heartbeats announce
+	sys    *nats.Conn // the server's disconnect advisories
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -61,7 +64,10 @@ func runDemo(out io.Writer, log *slog.Logger, n int, hb time.Duration, algo stri
 		return err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := startServer(edge.EmbeddedConfig{Listen: "127.0.0.1:0", ServerName: "demo-site"})
+	// A system account, so that the agents read the server's disconnect
+	// advisories and fail over as soon as a leader's connection closes.
+	sysUser := edge.SystemUser{User: "sys", Password: rand.Text()}
+	srv, err := startServer(edge.EmbeddedConfig{Listen: "127.0.0.1:0", ServerName: "demo-site", System: &sysUser})
 	if err != nil {
 		return err
 	}
@@ -92,17 +98,19 @@ func runDemo(out io.Writer, log *slog.Logger, n int, hb time.Duration, algo stri
 		c := cfg
 		c.ID = m.ID
 		c.StateDir = fmt.Sprintf("%s/%s", dir, m.ID)
-		nc, err := nats.Connect(srv.ClientURL(), agent.NATSOptions(agent.ConnName("demo", m.ID))...)
-		if err != nil {
+		g := &demoGateway{id: m.ID, done: make(chan error, 1)}
+		if err := g.connect(srv.ClientURL(), sysUser); err != nil {
+			g.closeConns()
 			return err
 		}
-		a, err := agent.New(c, agent.WithNATS(nc), agent.WithLogger(log), agent.WithVersion(version))
+		a, err := agent.New(c, agent.WithNATS(g.nc), agent.WithAdvisories(g.sys), agent.WithPresence(g.pres),
+			agent.WithLogger(log), agent.WithVersion(version))
 		if err != nil {
-			nc.Close()
+			g.closeConns()
 			return err
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		g := &demoGateway{id: m.ID, agent: a, nc: nc, cancel: cancel, done: make(chan error, 1)}
+		g.agent, g.cancel = a, cancel
 		go func() { g.done <- a.Run(ctx) }()
 		gws[m.ID] = g
 		fmt.Fprintf(out, "  started %s (priority %d)\n", m.ID, m.Priority)
@@ -124,13 +132,21 @@ func runDemo(out io.Writer, log *slog.Logger, n int, hb time.Duration, algo stri
 		return err
 	}
 	fmt.Fprintf(out, "failover: %s leads term %d, %s after the crash; all %d survivors agree\n", newLeader, newTerm, ms(time.Since(t0)), len(gws))
+	acted := 0
+	for _, g := range gws {
+		if fastSuspicions(g.agent) > 0 {
+			acted++
+		}
+	}
+	fmt.Fprintf(out, "          (the server saw %s's connection close: %d of %d survivors acted on its advisory;\n", leader, acted, len(gws))
+	fmt.Fprintf(out, "          a silent failure, a frozen process or a cut cable, is found by missed heartbeats within D=%s)\n", probe.SuspectAfter())
 
 	fmt.Fprintf(out, "\nhandover: stopping leader %s gracefully (as on SIGTERM)\n", newLeader)
 	g := gws[newLeader]
 	t1 := time.Now()
 	g.cancel()
 	<-g.done
-	g.nc.Close()
+	g.closeConns()
 	delete(gws, newLeader)
 	third, thirdTerm, err := waitAgreement(gws, newLeader, newTerm, 10*time.Second)
 	if err != nil {
@@ -138,6 +154,22 @@ func runDemo(out io.Writer, log *slog.Logger, n int, hb time.Duration, algo stri
 	}
 	fmt.Fprintf(out, "handover: %s leads term %d, %s after the stop; all %d remaining agree\n", third, thirdTerm, ms(time.Since(t1)), len(gws))
 	return nil
+}
+
+// fastSuspicions reads an agent's edge_election_fast_suspicions_total: how
+// often it elected at once on the server's report of its leader's
+// connection closing.
+func fastSuspicions(a *agent.Agent) float64 {
+	mfs, err := a.Registry().Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "edge_election_fast_suspicions_total" && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
@@ -167,10 +199,33 @@ func waitAgreement(gws map[string]*demoGateway, not string, after uint64, timeou
 	return "", 0, fmt.Errorf("no agreed leader within %s", timeout)
 }
 
-// crash drops the gateway's connection first, so nothing it does afterwards
-// (its loop would hand over on cancel) reaches the others: a SIGKILL.
+// connect opens the gateway's three connections, as edge-agent run does
+// with system-account credentials.
+func (g *demoGateway) connect(url string, sys edge.SystemUser) error {
+	var err error
+	if g.nc, err = nats.Connect(url, agent.NATSOptions(agent.ConnName("demo", g.id))...); err != nil {
+		return err
+	}
+	if g.pres, err = nats.Connect(url, agent.NATSOptions(agent.PresenceConnName("demo", g.id))...); err != nil {
+		return err
+	}
+	g.sys, err = nats.Connect(url, nats.Name(agent.ConnName("demo", g.id)+"/advisories"), nats.UserInfo(sys.User, sys.Password))
+	return err
+}
+
+func (g *demoGateway) closeConns() {
+	for _, nc := range []*nats.Conn{g.pres, g.nc, g.sys} {
+		if nc != nil {
+			nc.Close()
+		}
+	}
+}
+
+// crash drops the gateway's connections first, as the kernel of a killed
+// process does, so nothing it does afterwards (its loop would hand over on
+// cancel) reaches the others: a SIGKILL.
 func (g *demoGateway) crash() {
-	g.nc.Close()
+	g.closeConns()
 	g.cancel()
 	<-g.done
 }
@@ -178,5 +233,5 @@ func (g *demoGateway) crash() {
 func (g *demoGateway) stop() {
 	g.cancel()
 	<-g.done
-	g.nc.Close()
+	g.closeConns()
 }
