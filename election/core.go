@@ -669,9 +669,14 @@ func (c *core) stepHeartbeat(m Message) error {
 		}
 	}
 	c.view[m.From] = true
+	// A leader is heard: the group is healthy again, so the damping of this
+	// member's failed elections ends, the backoff it drew included. Kept,
+	// it would hold the member back (up to 30 H) when this leader fails,
+	// and everyone would wait for it.
 	if c.cfg.Backoff != nil {
 		c.cfg.Backoff.Reset()
 	}
+	c.standAfter = 0
 	c.send(Message{Type: MsgAck, To: m.From, Term: m.Term, Seq: m.Seq})
 	return nil
 }

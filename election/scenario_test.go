@@ -382,3 +382,25 @@ func TestCoordinatorRepeatedOnLossyLink(t *testing.T) {
 		t.Fatal("nothing was dropped: the test did not exercise a loss")
 	}
 }
+
+// TestBackoffEndsWhenLeaderHeard: n4, cut off for a while, fails to stand
+// and draws a long backoff. Once it hears the leader again the damping is
+// over: when the leader then crashes, n4 (the highest survivor) takes over
+// within D and a few ticks, not after its old backoff.
+func TestBackoffEndsWhenLeaderHeard(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 5, newNode, func(c *Config) { c.Backoff = &fixedBackoff{Base: 400, Max: 400} })
+		s.runUntil(settle, "first leader", func() bool { l, ok := s.agreed(); return ok && l == "n5" })
+		s.isolate("n4")
+		s.run(100) // n4 suspects n5, cannot stand, backs off 400 ticks
+		s.heal()
+		s.runUntil(settle, "n4 follows n5 again", func() bool { l, ok := s.agreed(); return ok && l == "n5" })
+		s.run(2 * s.cfgs["n5"].HeartbeatTicks) // n5's heartbeats list n4 as alive again
+		s.crash("n5")
+		cfg := s.cfgs["n4"]
+		took := s.runUntil(settle, "n4 leads", func() bool { l, ok := s.agreed(); return ok && l == "n4" })
+		if limit := cfg.ElectionTicks + 2*cfg.AnswerTicks; took > limit {
+			t.Fatalf("n4 led %d ticks after the crash, want at most D + 2 answer timeouts = %d", took, limit)
+		}
+	})
+}
