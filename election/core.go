@@ -944,10 +944,17 @@ func (c *core) suspect(expected string) {
 
 func (c *core) endPreVote() { c.preVotes = nil }
 
+// preVoteFailed ends a pre-vote without a quorum. The member asks again
+// after D, not after the exponential backoff of failed elections: a
+// pre-vote changes no term and disturbs no one, so it needs no damping,
+// and a member cut off from the group for seconds then finds a quorum
+// within D of the link healing, instead of after a backoff grown to 30 H
+// while it was cut off (when every member had drawn one, the group had no
+// leader until the first backoff ran out).
 func (c *core) preVoteFailed(reason string) {
 	c.endPreVote()
 	c.event(EventElectionFailed, "", "pre-vote: "+reason)
-	c.standAfter = c.now + int64(c.backoffTicks())
+	c.standAfter = c.now + int64(c.cfg.ElectionTicks)
 }
 
 // stepPreVote answers a pre-vote request. The answer is yes when this

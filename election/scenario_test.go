@@ -404,3 +404,25 @@ func TestBackoffEndsWhenLeaderHeard(t *testing.T) {
 		}
 	})
 }
+
+// TestLongSplitHealsWithinD: every member is cut off from every other for
+// long enough that their election backoffs reach the maximum (30 H). A
+// pre-vote that fails is retried after D, not after that backoff, so once
+// the links heal the group has a leader within D and a few answer
+// timeouts.
+func TestLongSplitHealsWithinD(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 5, newNode, func(c *Config) { c.Backoff = &fixedBackoff{Base: 10, Max: 300} })
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		for _, id := range s.ids {
+			s.isolate(id)
+		}
+		s.run(2000)
+		s.heal()
+		cfg := s.cfgs["n1"]
+		took := s.runUntil(settle*3, "a leader after the heal", func() bool { _, ok := s.agreed(); return ok })
+		if limit := cfg.ElectionTicks + 3*cfg.AnswerTicks; took > limit {
+			t.Fatalf("one leader %d ticks after the heal, want at most D + 3 answer timeouts = %d: %s", took, limit, s.describe())
+		}
+	})
+}
