@@ -196,7 +196,7 @@ func TestRoutePollerWakesTheLoop(t *testing.T) {
 	select {
 	case r := <-a.gone:
 		t.Fatalf("reported %+v while no route closed", r)
-	case <-time.After(20 * routePoll):
+	case <-time.After(20 * routePoll(a.cfg.Heartbeat)):
 	}
 	routes.set(map[string]bool{"S1": true})
 	select {
@@ -206,5 +206,18 @@ func TestRoutePollerWakesTheLoop(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no report after routes closed")
+	}
+}
+
+func TestRoutePollFollowsH(t *testing.T) {
+	for h, want := range map[time.Duration]time.Duration{
+		100 * time.Millisecond: 5 * time.Millisecond,
+		time.Second:            50 * time.Millisecond,
+		20 * time.Millisecond:  2 * time.Millisecond,
+		0:                      2 * time.Millisecond,
+	} {
+		if got := routePoll(h); got != want {
+			t.Errorf("routePoll(%s) = %s, want %s", h, got, want)
+		}
 	}
 }
