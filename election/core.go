@@ -302,6 +302,9 @@ func (c *core) NextTick() int {
 		case c.preVotes != nil:
 			if c.preVoteAsk > c.now {
 				at(c.preVoteAsk)
+			} else {
+				h := int64(c.cfg.HeartbeatTicks)
+				at(c.now + h - (c.now-c.preVoteAsk)%h)
 			}
 			at(c.preVoteEnd)
 		case c.alg.busy():
@@ -332,7 +335,10 @@ func (c *core) tickFollower() {
 		switch {
 		case c.now >= c.preVoteEnd:
 			c.preVoteFailed("no quorum of pre-votes in time")
-		case c.now == c.preVoteAsk:
+		case c.now >= c.preVoteAsk && (c.now-c.preVoteAsk)%int64(c.cfg.HeartbeatTicks) == 0:
+			// Asked, and asked again every H while the answer window lasts
+			// (only when answer_timeout is longer than H: a lossy link),
+			// as a candidate repeats its COORDINATOR.
 			c.send(Message{Type: MsgPreVote, Term: c.hs.Term + 1, Seq: c.preVoteSq})
 		}
 		return

@@ -426,3 +426,35 @@ func TestLongSplitHealsWithinD(t *testing.T) {
 		}
 	})
 }
+
+// TestPreVoteRepeatedOnLossyLink: with an answer timeout of several H, a
+// member that has to ask for pre-votes asks again every H until its window
+// ends. Here the unasked pre-votes and the first request are all lost; the
+// repeat still elects within the first window, instead of failing the
+// pre-vote and trying again D later.
+func TestPreVoteRepeatedOnLossyLink(t *testing.T) {
+	s := newSim(t, 5, NewBully, func(c *Config) { c.AnswerTicks = 40 })
+	s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+	s.crash("n5")
+	lostRequest, lost := false, 0
+	s.drop = func(m Message) bool {
+		switch {
+		case m.Type == MsgPreVoteReply && m.Seq == 0:
+			lost++
+			return true // every unasked pre-vote
+		case m.Type == MsgPreVote && !lostRequest:
+			lostRequest = true
+			lost++
+			return true // the first request
+		}
+		return false
+	}
+	cfg := s.cfgs["n4"]
+	took := s.runUntil(settle, "n4 leads", func() bool { l, ok := s.agreed(); return ok && l == "n4" })
+	if !lostRequest || lost < 2 {
+		t.Fatalf("lost %d messages (first request lost: %v): the test did not exercise the repeat", lost, lostRequest)
+	}
+	if limit := cfg.ElectionTicks + cfg.AnswerTicks; took > limit {
+		t.Fatalf("n4 led %d ticks after the crash, want at most D + one answer window = %d", took, limit)
+	}
+}
