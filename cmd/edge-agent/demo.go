@@ -213,8 +213,12 @@ func (g *demoGateway) connect(url string, sys edge.SystemUser) error {
 	return err
 }
 
+// closeConns closes the election connection first: nothing the gateway's
+// loop does afterwards reaches the others. (Closed first, the presence
+// connection would make the leader step down and hand over on the election
+// connection before the crash is complete: a handover, not a crash.)
 func (g *demoGateway) closeConns() {
-	for _, nc := range []*nats.Conn{g.pres, g.nc, g.sys} {
+	for _, nc := range []*nats.Conn{g.nc, g.pres, g.sys} {
 		if nc != nil {
 			nc.Close()
 		}
