@@ -357,10 +357,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer stop()
 		prevDisc, prevRecon := a.nc.DisconnectErrHandler(), a.nc.ReconnectHandler()
 		a.nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
-			select {
-			case a.disc <- struct{}{}:
-			default:
-			}
+			a.wakeOnDisconnect()
 			a.log.Warn("NATS disconnected", "err", err)
 			if prevDisc != nil {
 				prevDisc(c, err)
@@ -461,13 +458,16 @@ func (a *Agent) sleepUntilDue(timer *time.Timer, clock *tickClock) {
 	if a.leading.Load() {
 		due = min(due, time.Duration(a.leaseEnd.Load()))
 	}
-	if !timer.Stop() {
-		select {
-		case <-timer.C:
-		default:
-		}
+	timer.Reset(max(due-now, 0)) // since Go 1.23 a Reset timer delivers no stale tick
+}
+
+// wakeOnDisconnect tells the loop that a connection it relies on dropped;
+// one wake-up pending is enough.
+func (a *Agent) wakeOnDisconnect() {
+	select {
+	case a.disc <- struct{}{}:
+	default:
 	}
-	timer.Reset(max(due-now, 0))
 }
 
 // tickClock maps the monotonic clock to the core's ticks: tick n falls at

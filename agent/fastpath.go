@@ -253,20 +253,14 @@ func (a *Agent) watchPresence() func() {
 	}
 	prevDisc, prevClosed := nc.DisconnectErrHandler(), nc.ClosedHandler()
 	nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
-		select {
-		case a.disc <- struct{}{}:
-		default:
-		}
+		a.wakeOnDisconnect()
 		a.log.Warn("NATS presence connection lost", "err", err)
 		if prevDisc != nil {
 			prevDisc(c, err)
 		}
 	})
 	nc.SetClosedHandler(func(c *nats.Conn) {
-		select {
-		case a.disc <- struct{}{}:
-		default:
-		}
+		a.wakeOnDisconnect()
 		if prevClosed != nil {
 			prevClosed(c)
 		}

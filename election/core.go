@@ -50,10 +50,9 @@ type core struct {
 	view              map[string]bool  // members believed alive, from the leader's heartbeats
 	lastSeen          map[string]int64 // member -> tick last heard from, directly or via view
 	standAfter        int64            // backoff: do not proclaim before this tick
-	pending           *Message         // a COORDINATOR deferred because a live leader was still heard
-	pendingAt         int64
-	nominee           string // the member a resigning leader handed over to
-	leaderConn        string // the bus connection the leader announced
+	pending           *pendingMsg      // a COORDINATOR deferred because a live leader was still heard
+	nominee           string           // the member a resigning leader handed over to
+	leaderConn        string           // the bus connection the leader announced
 	// goneConfirmed: the bus reported the leader's connection closed, so
 	// this member is connected and the leader is really gone; its next
 	// proclaim needs no pre-vote.
@@ -380,10 +379,10 @@ func (c *core) votePending() bool {
 	}
 	p := *c.pending
 	c.pending = nil
-	if p.Term <= c.hs.Term || c.now-c.pendingAt > int64(c.cfg.AnswerTicks) {
+	if p.m.Term <= c.hs.Term || c.now-p.at > int64(c.cfg.AnswerTicks) {
 		return false
 	}
-	_ = c.stepCoordinator(p)
+	_ = c.stepCoordinator(p.m)
 	return c.leaderLive()
 }
 
@@ -782,10 +781,8 @@ func (c *core) stepCoordinator(m Message) error {
 		// Stickiness: a live leader is still heard. Keep the request: if the
 		// leader goes silent soon, the vote is granted then, without a
 		// second round.
-		if c.role == Follower && (c.pending == nil || c.outranks(m.From, c.pending.From) || m.Term > c.pending.Term) {
-			p := m
-			c.pending = &p
-			c.pendingAt = c.now
+		if c.role == Follower && (c.pending == nil || c.outranks(m.From, c.pending.m.From) || m.Term > c.pending.m.Term) {
+			c.pending = &pendingMsg{m: m, at: c.now}
 		}
 		if c.role == Leader {
 			c.send(Message{Type: MsgVote, To: m.From, Term: c.hs.Term, Seq: m.Seq})
