@@ -62,7 +62,7 @@ func (b *bully) onDeadline() {
 	case bullyAwaitCoord:
 		// The member we expected stayed silent: fall back to the textbook
 		// exchange with every higher-ranked member.
-		c.view[b.expect] = false
+		c.markDown(b.expect)
 		sent := false
 		for _, m := range c.members {
 			if m.ID == c.self.ID {
@@ -84,7 +84,7 @@ func (b *bully) onDeadline() {
 	case bullyAwaitCoordOK:
 		// A higher member answered but never proclaimed: back off, then
 		// start over.
-		c.view[b.expect] = false
+		c.markDown(b.expect)
 		b.reset()
 		c.standAfter = c.now + int64(c.backoffTicks())
 	default:
@@ -99,7 +99,7 @@ func (b *bully) step(m Message) error {
 		if !c.outranks(c.self.ID, m.From) {
 			return nil // only higher-ranked members answer
 		}
-		c.view[m.From] = true
+		c.markUp(m.From)
 		if c.role == Follower && !c.leaderLive() && c.now < c.standAfter {
 			// Backing off: this member will not stand before its backoff
 			// ends, so it must not answer OK either. An OK tells the asker
@@ -118,7 +118,7 @@ func (b *bully) step(m Message) error {
 		if !c.outranks(m.From, c.self.ID) {
 			return nil
 		}
-		c.view[m.From] = true
+		c.markUp(m.From)
 		if b.phase == bullyAwaitOK || b.phase == bullyAwaitCoord {
 			b.wait(bullyAwaitCoordOK, m.From, 2*c.cfg.AnswerTicks)
 		}

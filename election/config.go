@@ -44,9 +44,14 @@ type Config struct {
 	// silence, and grants no vote to another member before that.
 	ElectionTicks int
 	// LeaseTicks: a leader steps down when no quorum has acknowledged a
-	// heartbeat sent within the last LeaseTicks ticks. It must be below
-	// ElectionTicks, so that a leader's lease ends before any member that
-	// acknowledged it may vote again.
+	// heartbeat sent within the last LeaseTicks ticks. LeaseTicks +
+	// HeartbeatTicks must stay below ElectionTicks: a leader's lease ends
+	// before any member that acknowledged it may vote again (that needs
+	// LeaseTicks < ElectionTicks - 1, a member's D counting from the tick
+	// before it heard the heartbeat), and a heartbeat period more is left
+	// for the leader's work to be gone and for clocks that run at slightly
+	// different rates. An agent whose wall-clock lease is one tick shorter
+	// than LeaseTicks gets L + H < D - 1 tick.
 	LeaseTicks int
 	// AnswerTicks bounds each wait of an election: for an OK, for a
 	// COORDINATOR, for votes.
@@ -102,8 +107,9 @@ func (c *Config) validate() error {
 	if c.ElectionTicks <= c.HeartbeatTicks {
 		return errors.New("election: ElectionTicks must exceed HeartbeatTicks")
 	}
-	if c.LeaseTicks <= c.HeartbeatTicks || c.LeaseTicks >= c.ElectionTicks {
-		return errors.New("election: LeaseTicks must lie strictly between HeartbeatTicks and ElectionTicks")
+	if c.LeaseTicks <= c.HeartbeatTicks || c.LeaseTicks+c.HeartbeatTicks >= c.ElectionTicks {
+		return fmt.Errorf("election: LeaseTicks (%d) must exceed HeartbeatTicks (%d) and LeaseTicks + HeartbeatTicks must stay below ElectionTicks (%d)",
+			c.LeaseTicks, c.HeartbeatTicks, c.ElectionTicks)
 	}
 	if c.AnswerTicks < 1 {
 		return errors.New("election: AnswerTicks must be at least 1")

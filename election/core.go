@@ -44,19 +44,34 @@ type core struct {
 
 	now int64 // logical clock, in ticks
 
-	// Follower side.
-	lastLeaderContact int64 // tick a leader (or the candidate we voted for) was last heard
-	leaderResigned    bool
-	view              map[string]bool  // members believed alive, from the leader's heartbeats
-	lastSeen          map[string]int64 // member -> tick last heard from, directly or via view
-	standAfter        int64            // backoff: do not proclaim before this tick
-	pending           *pendingMsg      // a COORDINATOR deferred because a live leader was still heard
-	nominee           string           // the member a resigning leader handed over to
-	leaderConn        string           // the bus connection the leader announced
-	// goneConfirmed: the bus reported the leader's connection closed, so
-	// this member is connected and the leader is really gone; its next
-	// proclaim needs no pre-vote.
-	goneConfirmed bool
+	// Follower side: backing. A member backs a leader (or candidate) with
+	// what that member's lease or win may count: an acknowledgement of its
+	// heartbeat, a vote for its COORDINATOR. From the last such message,
+	// at tick lastLeaderContact, it grants no vote to anyone else and does
+	// not stand for D (stickiness), unless the member it backs released it:
+	// a RESIGN (the resigner stopped leading first), the bus reporting the
+	// connection it announced closed (it stopped when its client did), or
+	// the route between their servers closing (both ends stop counting on
+	// each other at once). See docs/DESIGN-NOTES.md, "Safety invariants".
+	lastLeaderContact int64
+	backed            string // "" when unknown (just started: see newCore)
+	backedTerm        uint64
+	backedConn        string // the connection backed announced in its heartbeats of backedTerm
+	released          bool
+	// downAt: member -> the tick it was last marked down (left out of the
+	// leader's heartbeat view, suspected, reported gone, silent when asked).
+	// A mark is evidence of its moment only: after 2D it lapses (see inView).
+	downAt     map[string]int64
+	lastSeen   map[string]int64 // member -> tick last heard from, directly or via view
+	standAfter int64            // backoff: do not proclaim before this tick
+	pending    *pendingMsg      // a COORDINATOR deferred because a live leader was still heard
+	nominee    string           // the member the last hand-over named (by this member or the leader), until a leader is heard
+	// goneAt is the tick at which the bus reported the backed leader's
+	// connection closed, in term goneTerm. An election this member starts
+	// on that report, in that term and within AnswerTicks, needs no
+	// pre-vote: the leader stopped, and the others were told too.
+	goneAt   int64
+	goneTerm uint64
 	// pendingPre holds pre-vote requests deferred while a live leader was
 	// heard, by requester; they are answered when the leader goes silent.
 	pendingPre map[string]pendingMsg
@@ -88,6 +103,11 @@ type core struct {
 	healthySince map[string]int64
 	leaseSeq     uint64
 	leaderSince  int64
+	// cutOff: member -> this member's heartbeat counter when the route
+	// between their servers closed. A vote or an acknowledgement of a
+	// request sent before then no longer counts: the member was released
+	// from backing this one at that moment (see RouteLost).
+	cutOff map[string]uint64
 
 	msgs   []Message
 	events []Event
@@ -103,27 +123,44 @@ func newCore(cfg Config) (*core, error) {
 		rankOf:   make(map[string]int, len(cfg.Members)),
 		quorum:   cfg.Quorum,
 		hs:       cfg.HardState,
-		view:     make(map[string]bool, len(cfg.Members)),
+		downAt:   make(map[string]int64, len(cfg.Members)),
 		lastSeen: make(map[string]int64, len(cfg.Members)),
 		sentAt:   make(map[uint64]int64),
 	}
 	for i, m := range c.members {
 		c.rankOf[m.ID] = i
-		c.view[m.ID] = true // until a leader says otherwise, everyone may be alive
 		c.lastSeen[m.ID] = -1
 		if m.ID == cfg.ID {
 			c.self = m
 		}
 	}
 	c.lastSeen[c.self.ID] = 0
+	c.cutOff = make(map[string]uint64, len(cfg.Members))
 	c.pendingPre = make(map[string]pendingMsg)
 	c.earlyPre = make(map[string]pendingMsg)
 	// A member that just started may have acknowledged a leader right
 	// before it went down: it grants no vote and does not stand for D ticks,
 	// exactly as if it had just heard that leader. This keeps leases safe
-	// across restarts.
+	// across restarts. Whom it backed is unknown, but not in a term above
+	// the one it persisted (a term is persisted before it is acknowledged).
 	c.lastLeaderContact = 0
+	c.backedTerm = c.hs.Term
+	c.goneAt = neverTick
 	return c, nil
+}
+
+// markDown records that id is believed down now; markUp that it is alive.
+func (c *core) markDown(id string) { c.downAt[id] = c.now }
+func (c *core) markUp(id string)   { delete(c.downAt, id) }
+
+// inView reports whether id may be alive: it was not marked down, or the
+// mark is older than 2D. Views come from a leader's heartbeats; once no
+// leader has been heard for long, a member left out of the last one may be
+// back, and an election that skipped it for ever could fall short of a
+// quorum with every member up.
+func (c *core) inView(id string) bool {
+	at, ok := c.downAt[id]
+	return !ok || c.now-at >= 2*int64(c.cfg.ElectionTicks)
 }
 
 // outranks reports whether member a ranks above member b.
@@ -147,16 +184,40 @@ func (c *core) setLeader(id string) {
 	}
 }
 
-// leaderLive reports whether the node still hears a leader (or a candidate
+// leaderLive reports whether the node still backs a leader (or a candidate
 // it voted for) recently enough that it must not vote for anyone else.
 func (c *core) leaderLive() bool {
 	if c.role == Leader {
 		return true
 	}
-	if c.leaderResigned {
+	if c.released {
 		return false
 	}
 	return c.now-c.lastLeaderContact < int64(c.cfg.ElectionTicks)
+}
+
+// back records that this member now backs id in term, with a message that
+// id's lease or win may count; conn is the connection id announced.
+func (c *core) back(id string, term uint64, conn string) {
+	c.lastLeaderContact = c.now
+	c.backed, c.backedTerm, c.backedConn = id, term, conn
+	c.released = false
+	c.nominee = ""
+}
+
+// releases reports whether a RESIGN from id in term releases this member's
+// backing: it comes from the member backed, in the term backed or later, or
+// it is of a later term (a leader of that term was elected, so every lease
+// of an older term had ended before).
+func (c *core) releases(id string, term uint64) bool {
+	return term > c.backedTerm || (term == c.backedTerm && (c.backed == "" || c.backed == id))
+}
+
+// mayBack reports whether this member may back id in term despite backing
+// another (stickiness): only the member it backs may ask, for a later term
+// (it stepped down and stands again; its old lease is its own).
+func (c *core) mayBack(id string, term uint64) bool {
+	return !c.leaderLive() || (c.role != Leader && id == c.backed && term > c.backedTerm)
 }
 
 func (c *core) backoffTicks() int {
@@ -323,7 +384,7 @@ func (c *core) tickFollower() {
 		return
 	}
 	if c.leader != "" {
-		c.view[c.leader] = false // the member we now suspect
+		c.markDown(c.leader) // the member we now suspect
 		c.setLeader("")
 	}
 	if c.votePending() {
@@ -416,12 +477,12 @@ func (c *core) heartbeat() {
 
 func (c *core) becomeLeader() {
 	c.endPreVote()
-	c.goneConfirmed = false
+	c.goneAt = neverTick
 	clear(c.pendingPre)
 	clear(c.earlyPre)
 	c.role = Leader
 	c.leaderSince = c.now
-	c.leaderResigned = false
+	c.nominee = ""
 	c.pending = nil
 	c.alg.reset()
 	c.acked = make(map[string]uint64, len(c.members))
@@ -455,6 +516,8 @@ func (c *core) stepDown(reason string) {
 	c.sentAt = make(map[uint64]int64)
 	c.setLeader("")
 	c.lastLeaderContact = neverTick
+	c.backed, c.backedConn, c.released = "", "", false
+	c.backedTerm = c.hs.Term
 }
 
 // neverTick is a tick long before any other.
@@ -468,7 +531,7 @@ func (c *core) stepAck(m Message) error {
 	if m.Term < c.hs.Term {
 		return fmt.Errorf("%w: ack of term %d in term %d", ErrStaleTerm, m.Term, c.hs.Term)
 	}
-	if a, ok := c.alg.(announcer); ok && a.announced() && c.role == Candidate && m.Seq == c.proclaimSq {
+	if a, ok := c.alg.(announcer); ok && a.announced() && c.role == Candidate && m.Seq == c.proclaimSq && m.Seq > c.cutOff[m.From] {
 		// A Ring winner holds its votes already and announced itself with
 		// a heartbeat: a quorum of acknowledgements starts its lease (see
 		// ring.go, claim).
@@ -486,8 +549,8 @@ func (c *core) stepAck(m Message) error {
 }
 
 func (c *core) noteAck(from string, seq uint64) {
-	if _, ok := c.sentAt[seq]; !ok || seq > c.hbSeq {
-		return // not a heartbeat of this leadership
+	if _, ok := c.sentAt[seq]; !ok || seq > c.hbSeq || seq <= c.cutOff[from] {
+		return // not a heartbeat of this leadership, or sent before the route to from closed
 	}
 	if prev, ok := c.ackedAt[from]; !ok || c.now-prev >= int64(c.cfg.ElectionTicks) {
 		c.healthySince[from] = c.now
@@ -496,21 +559,28 @@ func (c *core) noteAck(from string, seq uint64) {
 	if seq > c.acked[from] {
 		c.acked[from] = seq
 	}
-	// The lease runs from the newest heartbeat that a quorum, the leader
-	// included, has acknowledged.
-	seqs := []uint64{c.hbSeq}
-	for _, s := range c.acked {
-		seqs = append(seqs, s)
-	}
-	sort.Slice(seqs, func(i, j int) bool { return seqs[i] > seqs[j] })
-	if len(seqs) >= c.quorum && seqs[c.quorum-1] > c.leaseSeq {
-		c.leaseSeq = seqs[c.quorum-1]
+	if q := c.quorumSeq(); q > c.leaseSeq {
+		c.leaseSeq = q
 		for s := range c.sentAt {
 			if s < c.leaseSeq {
 				delete(c.sentAt, s)
 			}
 		}
 	}
+}
+
+// quorumSeq is the newest heartbeat that a quorum, the leader included, has
+// acknowledged (0 if none): the lease runs from its send.
+func (c *core) quorumSeq() uint64 {
+	seqs := []uint64{c.hbSeq}
+	for _, s := range c.acked {
+		seqs = append(seqs, s)
+	}
+	if len(seqs) < c.quorum {
+		return 0
+	}
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] > seqs[j] })
+	return seqs[c.quorum-1]
 }
 
 // maybePreempt hands leadership to a higher-ranked member that has been
@@ -555,7 +625,9 @@ func (c *core) Resign(nominee string) error {
 		}
 	}
 	c.stepDown("resigned")
-	c.leaderResigned = true
+	// The nominee's COORDINATOR must find this member willing: it named
+	// the nominee itself, so it does not refuse it as outranked.
+	c.nominee = nominee
 	c.standAfter = c.now + int64(c.backoffTicks())
 	c.send(Message{Type: MsgResign, Term: c.hs.Term, Nominee: nominee})
 	if nominee != "" {
@@ -565,26 +637,83 @@ func (c *core) Resign(nominee string) error {
 	return nil
 }
 
-// LeaderGone implements Node. The report must name the connection the leader
-// announced: a report about an earlier connection (the leader reconnected
-// since) or about a member that does not lead changes nothing.
+// LeaderGone implements Node. The report must name the member this one
+// backs and the connection that member announced in its heartbeats of the
+// term backed: a report about an earlier connection (it reconnected since,
+// or the report is about an earlier leadership), about a member not backed,
+// or about a member only voted for (no heartbeat of its term heard yet)
+// changes nothing.
 func (c *core) LeaderGone(id, conn string) bool {
-	if c.role == Leader || id == c.self.ID || id != c.leader || conn == "" || conn != c.leaderConn {
+	if c.role == Leader || id == c.self.ID || id != c.backed || c.released || conn == "" || conn != c.backedConn {
 		return false
 	}
-	c.view[id] = false
-	c.setLeader("")
-	c.leaderConn = ""
-	c.lastLeaderContact = neverTick
-	c.goneConfirmed = true
-	if c.votePending() {
+	c.goneAt, c.goneTerm = c.now, c.hs.Term
+	c.release(id)
+	return true
+}
+
+// RouteLost implements Node.
+func (c *core) RouteLost(id string) bool {
+	if id == c.self.ID || !c.isMember(id) {
+		return false
+	}
+	switch c.role {
+	case Leader:
+		c.cutOff[id] = c.hbSeq
+		if _, ok := c.acked[id]; !ok {
+			return false
+		}
+		delete(c.acked, id)
+		delete(c.ackedAt, id)
+		delete(c.healthySince, id)
+		if c.quorumSeq() < c.leaseSeq {
+			c.stepDown("lost the route to " + id + ", whose acknowledgement the lease counted")
+			c.standAfter = c.now + int64(c.backoffTicks())
+		}
 		return true
+	case Candidate:
+		c.cutOff[id] = c.hbSeq
+		if !c.votes[id] {
+			return false
+		}
+		delete(c.votes, id)
+		return true
+	}
+	if id != c.backed || c.released {
+		return false
+	}
+	// Not goneAt: the route may have closed because this member's own side
+	// was cut off, so it still asks for pre-votes before it stands.
+	c.release(id)
+	return true
+}
+
+// release ends this member's backing of id, which will not count on it any
+// longer, and elects at once if it can.
+func (c *core) release(id string) {
+	c.released = true
+	c.markDown(id)
+	if c.leader == id {
+		c.setLeader("")
+	}
+	if c.votePending() {
+		return
 	}
 	c.preVotePending()
 	if !c.alg.busy() && c.now >= c.standAfter {
 		c.alg.startElection("")
 	}
-	return true
+}
+
+// StepDown implements Node.
+func (c *core) StepDown(reason string) {
+	if c.role == Follower {
+		return
+	}
+	c.stepDown(reason)
+	c.votes, c.refusals = nil, nil
+	c.alg.reset()
+	c.standAfter = c.now + int64(c.backoffTicks())
 }
 
 // --- follower and candidate -------------------------------------------------
@@ -636,8 +765,12 @@ func preTermType(t MsgType) bool {
 
 func (c *core) stepHeartbeat(m Message) error {
 	if m.Term < c.hs.Term {
-		// Tell the stale leader the current term so it steps down now.
-		c.send(Message{Type: MsgAck, To: m.From, Term: c.hs.Term, Seq: m.Seq})
+		// Tell the stale leader the current term so it steps down now. The
+		// answer carries no seq: it acknowledges nothing. (Echoing the stale
+		// heartbeat's seq, it once renewed the lease of the sender's next
+		// incarnation, whose counter starts again at 1, for a heartbeat of
+		// the same seq that this member never heard.)
+		c.send(Message{Type: MsgAck, To: m.From, Term: c.hs.Term})
 		c.event(EventStaleTerm, m.From, "heartbeat")
 		return fmt.Errorf("%w: heartbeat of term %d in term %d", ErrStaleTerm, m.Term, c.hs.Term)
 	}
@@ -657,23 +790,21 @@ func (c *core) stepHeartbeat(m Message) error {
 	c.alg.reset()
 	c.pending = nil
 	c.endPreVote()
-	c.goneConfirmed = false
+	c.goneAt = neverTick
 	clear(c.pendingPre)
 	clear(c.earlyPre)
-	c.lastLeaderContact = c.now
-	c.leaderResigned = false
+	c.back(m.From, m.Term, m.Conn)
 	c.setLeader(m.From)
-	c.leaderConn = m.Conn
-	for id := range c.view {
-		c.view[id] = false
+	for _, mb := range c.members {
+		c.markDown(mb.ID)
 	}
 	for _, id := range m.Alive {
 		if c.isMember(id) {
-			c.view[id] = true
+			c.markUp(id)
 			c.lastSeen[id] = c.now
 		}
 	}
-	c.view[m.From] = true
+	c.markUp(m.From)
 	// A leader is heard: the group is healthy again, so the damping of this
 	// member's failed elections ends, the backoff it drew included. Kept,
 	// it would hold the member back (up to 30 H) when this leader fails,
@@ -695,17 +826,24 @@ func (c *core) tryProclaim() {
 	if c.now < c.standAfter || c.preVotes != nil {
 		return
 	}
-	if c.goneConfirmed || c.quorum <= 1 {
+	if c.goneConfirmed() || c.quorum <= 1 {
 		c.proclaim()
 		return
 	}
 	c.startPreVote()
 }
 
+// goneConfirmed reports whether the bus reported the backed leader's
+// connection closed lately enough, in this term, that this member may stand
+// without pre-votes: every member was told, and the leader stopped.
+func (c *core) goneConfirmed() bool {
+	return c.goneTerm == c.hs.Term && c.now-c.goneAt <= int64(c.cfg.AnswerTicks)
+}
+
 // highestInView returns the highest-ranked member believed alive.
 func (c *core) highestInView() string {
 	for _, m := range c.members {
-		if m.ID == c.self.ID || c.view[m.ID] {
+		if m.ID == c.self.ID || c.inView(m.ID) {
 			return m.ID
 		}
 	}
@@ -718,7 +856,7 @@ func (c *core) proclaim() {
 	c.alg.reset()
 	c.pending = nil
 	c.endPreVote()
-	c.goneConfirmed = false
+	c.goneAt = neverTick
 	c.hs = HardState{Term: c.hs.Term + 1, VotedFor: c.self.ID}
 	c.hsChanged = true
 	c.role = Candidate
@@ -765,21 +903,30 @@ func (c *core) electionFailed(reason string) {
 
 func (c *core) stepCoordinator(m Message) error {
 	if m.Term < c.hs.Term {
-		c.send(Message{Type: MsgVote, To: m.From, Term: c.hs.Term, Seq: m.Seq})
+		// The current term, for the stale candidate to follow; no seq, so
+		// it counts as no answer to anything.
+		c.send(Message{Type: MsgVote, To: m.From, Term: c.hs.Term})
 		c.event(EventStaleTerm, m.From, "coordinator")
 		return fmt.Errorf("%w: coordinator of term %d in term %d", ErrStaleTerm, m.Term, c.hs.Term)
 	}
-	c.view[m.From] = true
+	c.markUp(m.From)
 	if m.Term == c.hs.Term && c.hs.VotedFor == m.From && c.role == Follower {
 		// A repeated request of the candidate this member voted for: the
-		// same vote again (its first answer may have been lost).
-		c.lastLeaderContact = c.now
+		// same vote again (its first answer may have been lost), and the
+		// same backing: the candidate may count this vote for its lease.
+		c.back(m.From, m.Term, "")
 		c.send(Message{Type: MsgVote, To: m.From, Term: m.Term, Seq: m.Seq, Granted: true})
 		return nil
 	}
-	if c.leaderLive() && m.From != c.leader {
-		// Stickiness: a live leader is still heard. Keep the request: if the
-		// leader goes silent soon, the vote is granted then, without a
+	if m.Term == c.backedTerm && m.From == c.backed {
+		// A late copy of the election that the leader this member follows
+		// already won (it heard that leader's heartbeats of this term, and
+		// did not vote for it): nothing to answer, nothing to start.
+		return nil
+	}
+	if !c.mayBack(m.From, m.Term) {
+		// Stickiness: a live leader is still backed. Keep the request: if
+		// that leader goes silent soon, the vote is granted then, without a
 		// second round.
 		if c.role == Follower && (c.pending == nil || c.outranks(m.From, c.pending.m.From) || m.Term > c.pending.m.Term) {
 			c.pending = &pendingMsg{m: m, at: c.now}
@@ -790,7 +937,7 @@ func (c *core) stepCoordinator(m Message) error {
 		c.event(EventVoteRefused, m.From, "live leader")
 		return nil
 	}
-	if c.outranks(c.self.ID, m.From) && c.now >= c.standAfter && !(c.leaderResigned && m.From == c.nominee) {
+	if c.outranks(c.self.ID, m.From) && c.now >= c.standAfter && m.From != c.nominee {
 		// Bully: a lower-ranked member proclaimed while we are alive. Refuse
 		// and stand ourselves.
 		c.adoptTerm(m.Term)
@@ -815,8 +962,7 @@ func (c *core) stepCoordinator(m Message) error {
 	c.endPreVote()
 	c.hs.VotedFor = m.From
 	c.hsChanged = true
-	c.lastLeaderContact = c.now
-	c.leaderResigned = false
+	c.back(m.From, m.Term, "")
 	c.pending = nil
 	c.send(Message{Type: MsgVote, To: m.From, Term: m.Term, Seq: m.Seq, Granted: true})
 	return nil
@@ -839,8 +985,8 @@ func (c *core) stepVote(m Message) error {
 			c.noteAck(m.From, m.Seq)
 		}
 	case Candidate:
-		if m.Seq != c.proclaimSq {
-			return nil
+		if m.Seq != c.proclaimSq || (m.Granted && m.Seq <= c.cutOff[m.From]) {
+			return nil // another request's, or sent before the route to its voter closed
 		}
 		if !m.Granted {
 			c.refusals[m.From] = true
@@ -871,17 +1017,17 @@ func (c *core) stepResign(m Message) error {
 	if m.Nominee != "" && !c.isMember(m.Nominee) {
 		return fmt.Errorf("%w: nominee %q", ErrNotMember, m.Nominee)
 	}
-	if m.From != c.leader && m.Term == c.hs.Term && c.leader != "" {
-		return nil // not our leader: ignore
+	if !c.releases(m.From, m.Term) {
+		return nil // from a member this one does not back, in the term it backs: ignore
 	}
 	c.adoptTerm(m.Term)
-	c.leaderResigned = true
-	c.nominee = m.Nominee
-	c.setLeader("")
-	c.view[m.From] = false
 	if c.role == Leader {
 		return nil
 	}
+	c.released = true
+	c.nominee = m.Nominee
+	c.setLeader("")
+	c.markDown(m.From)
 	if m.Nominee == c.self.ID {
 		c.proclaim()
 		return nil
@@ -939,7 +1085,7 @@ func (c *core) startPreVote() {
 // and proclaims without pre-votes) or when the leader resigned (its nominee
 // proclaims at once).
 func (c *core) suspect(expected string) {
-	if expected == c.self.ID || c.goneConfirmed || c.leaderResigned || c.leaderLive() {
+	if expected == c.self.ID || c.goneConfirmed() || (c.released && c.nominee != "") || c.leaderLive() {
 		return
 	}
 	c.send(Message{Type: MsgPreVoteReply, To: expected, Term: c.hs.Term + 1, Granted: true})
@@ -971,7 +1117,7 @@ func (c *core) stepPreVote(m Message) error {
 		c.send(Message{Type: MsgPreVoteReply, To: m.From, Term: c.hs.Term, Seq: m.Seq})
 		return nil
 	}
-	if c.leaderLive() && m.From != c.leader {
+	if !c.mayBack(m.From, m.Term) {
 		if c.role == Follower {
 			c.pendingPre[m.From] = pendingMsg{m: m, at: c.now}
 		}

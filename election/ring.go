@@ -280,7 +280,7 @@ func (r *ring) presumedDead(id string) bool {
 	if at, ok := r.deadAt[id]; ok && at >= c.lastSeen[id] && c.now-at < 2*int64(c.cfg.ElectionTicks) {
 		return true
 	}
-	return !c.view[id]
+	return !c.inView(id)
 }
 
 func (r *ring) markDead(id string) { r.deadAt[id] = r.c.now }
@@ -538,7 +538,7 @@ func (r *ring) stepAck(m Message) error {
 	if len(m.Participants) > 0 || m.Candidate != "" {
 		return fmt.Errorf("%w: participants or candidate on %v", ErrBadMessage, m.Type)
 	}
-	r.c.view[m.From] = true
+	r.c.markUp(m.From)
 	delete(r.deadAt, m.From)
 	for i, h := range r.hops {
 		if h.to == m.From && h.tok.ringRound == (ringRound{m.Initiator, m.Seq}) {
@@ -590,10 +590,10 @@ func (r *ring) stepToken(m Message) error {
 	// Every hop is acknowledged, whatever becomes of the token: the
 	// acknowledgement only says that this member is alive and took it.
 	c.send(Message{Type: MsgRingAck, To: m.From, Term: c.hs.Term, Seq: m.Seq, Initiator: m.Initiator})
-	c.view[m.From] = true
+	c.markUp(m.From)
 	delete(r.deadAt, m.From)
 	for _, p := range m.Participants {
-		c.view[p] = true
+		c.markUp(p)
 	}
 	if c.role != Follower {
 		return nil // a leader or a candidate: the round is moot

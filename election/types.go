@@ -229,11 +229,29 @@ type Node interface {
 	// next member in rank). It is an error for a node that does not lead.
 	Resign(nominee string) error
 	// LeaderGone tells the node that the bus saw member id's connection conn
-	// close. If id is the node's leader and conn is the connection that
-	// leader announced in its heartbeats, the node stops waiting for missed
-	// heartbeats and elects at once; otherwise nothing changes. It reports
-	// whether the node acted on it.
+	// close because id's own host closed it (its process exited, or its
+	// client gave up on the connection, in which case its agent stopped
+	// leading at that moment). If id is the leader the node backs and conn
+	// is the connection id announced in its heartbeats of the term backed,
+	// the node stops waiting for missed heartbeats and elects at once, with
+	// no pre-vote; otherwise nothing changes. It reports whether the node
+	// acted on it.
 	LeaderGone(id, conn string) bool
+	// RouteLost tells the node that the route between its bus server and
+	// member id's closed (an offline site, where each member's agent
+	// embeds a server clustered with the others'). Both ends see a route
+	// close at the same moment, and stop counting on each other: a leader
+	// stops counting id's acknowledgements (and steps down at once if its
+	// lease needed them), a candidate id's vote, and a follower that backs
+	// id is released from it and elects at once (after a pre-vote: the
+	// route may have closed on its own side). It reports whether the node
+	// acted on it.
+	RouteLost(id string) bool
+	// StepDown makes a leader (or candidate) stop at once, without a
+	// hand-over: its agent lost its own connection, or its wall-clock
+	// lease ran out. Nothing is sent; the members elect once they miss its
+	// heartbeats or the bus reports it gone. No-op for a follower.
+	StepDown(reason string)
 	// Ready drains the work accumulated since the last call.
 	Ready() Ready
 	// Status is a snapshot of the node's view, for status reports.

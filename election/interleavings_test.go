@@ -1,0 +1,316 @@
+package election_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/edge-agent/edge-agent/election"
+	"github.com/edge-agent/edge-agent/internal/safety"
+)
+
+// The tests of this file drive a simulated site by hand: every message is
+// held until the test delivers, drops or reorders it, and the world checks
+// after every step that no two members hold a valid lease at once, that no
+// term has two leaders and that no vote changes. Each test is one
+// interleaving that once gave two leaders (or a needless election), reduced
+// from what the adversarial checker (internal/safety) or a directed search
+// found.
+
+// site starts a world of n members that fails t on the first broken
+// invariant, printing the events that led there.
+func site(t *testing.T, n int, alg string, tweak func(*election.Config), routes bool) *safety.World {
+	t.Helper()
+	var trace []string
+	w := safety.New(safety.Options{
+		N: n, Algorithm: alg, Tweak: tweak, Routes: routes,
+		Trace: func(l string) { trace = append(trace, l) },
+		Fail: func(msg string) {
+			t.Helper()
+			t.Fatalf("%s\nevents:\n%s", msg, strings.Join(trace, "\n"))
+		},
+	})
+	if os.Getenv("SITE_TRACE") != "" {
+		t.Cleanup(func() { t.Logf("events:\n%s", strings.Join(trace, "\n")) })
+	}
+	return w
+}
+
+// run delivers what the test does not hold and ticks, k times.
+func run(w *safety.World, k int, hold func(*safety.Msg) bool) {
+	for i := 0; i < k; i++ {
+		w.DeliverAll(func(f *safety.Msg) bool { return hold == nil || !hold(f) })
+		w.Ticks(1)
+	}
+	w.DeliverAll(func(f *safety.Msg) bool { return hold == nil || !hold(f) })
+}
+
+// until runs until cond holds, failing after limit ticks.
+func until(t *testing.T, w *safety.World, limit int, what string, hold func(*safety.Msg) bool, cond func() bool) {
+	t.Helper()
+	for i := 0; i <= limit; i++ {
+		if cond() {
+			return
+		}
+		run(w, 1, hold)
+	}
+	t.Fatalf("%s did not happen within %d ticks: %s", what, limit, w.Describe())
+}
+
+func leads(w *safety.World, id string) func() bool {
+	return func() bool { l, ok := w.Agreed(); return ok && l == id }
+}
+
+func mustBeOne(t *testing.T, fs []*safety.Msg, what string) *safety.Msg {
+	t.Helper()
+	if len(fs) != 1 {
+		t.Fatalf("%s: %d in flight, want 1", what, len(fs))
+	}
+	return fs[0]
+}
+
+// 1. Ring hand-over: n3 hands over to n2, but its RESIGN reaches n2 late.
+// n2, no longer hearing n3, starts a Ring round of its own first, and n1
+// (released by the RESIGN) votes for it in the round's token. Then the
+// RESIGN reaches n2, which proclaims with a COORDINATOR of that same term;
+// n1 grants it as the repeat of a request it already granted. n2 leads on a
+// lease that counts n1's vote, so n1 must stick to n2 for D, although it has
+// not heard n2's first heartbeat yet: it must not vote in n3's next round.
+func TestRingHandOverVoteByTokenThenCoordinatorSticks(t *testing.T) {
+	w := site(t, 3, "ring", func(c *election.Config) {
+		c.AnswerTicks = 40 // n1 and n3 still wait for n2's round when it comes
+		c.Preemption = election.PreemptNever
+	}, false)
+	until(t, w, 200, "n3 leads", nil, leads(w, "n3"))
+	if err := w.Resign("n3", "n2"); err != nil {
+		t.Fatal(err)
+	}
+	resign := mustBeOne(t, w.Find(election.MsgResign, "n3", "n2", 0), "RESIGN to n2")
+	hold := func(f *safety.Msg) bool {
+		return f == resign || (f.M.From == "n2" && f.To == "n3") || (f.M.From == "n3" && f.To == "n2") ||
+			(f.M.Type == election.MsgRingToken && f.To == "n2") ||
+			(f.M.Type == election.MsgHeartbeat && f.M.From == "n2" && w.Role("n2") == election.Leader)
+	}
+	until(t, w, 100, "n1's vote for n2 in n2's token", hold, func() bool {
+		return len(w.Find(election.MsgRingToken, "n1", "n2", 0)) > 0
+	})
+	w.Deliver(resign, false) // n2 proclaims: a COORDINATOR of the token's term
+	resign = nil
+	until(t, w, 20, "n2 leads", hold, func() bool { return w.Role("n2") == election.Leader })
+	// n3 hears nothing of n2 and starts its own round; n1 must keep it
+	// while n2's lease may count n1's vote (the world checks that no two
+	// leases overlap). n2's heartbeats never arrive, so n2's lease runs
+	// out and n3 may lead after that.
+	until(t, w, 200, "n3 leads", hold, func() bool { return w.Role("n3") == election.Leader })
+}
+
+// 2. A restarted leader's heartbeat counter starts again at 1. A heartbeat
+// of its previous incarnation, held in the network, reaches n2 late; n2
+// answers it as stale, with its own term and the stale heartbeat's seq. The
+// restarted leader must not take that answer for n2's acknowledgement of its
+// own heartbeat of the same seq: n2 never heard it, and votes for n4 while
+// n5's lease would count it.
+func TestRestartedLeaderDoesNotCountAnswerToStaleHeartbeat(t *testing.T) {
+	w := site(t, 5, "bully", func(c *election.Config) { c.HoldDownTicks = 30 }, false)
+	until(t, w, 200, "n5 leads", nil, leads(w, "n5"))
+	term1 := w.Term("n5")
+	// n2 stops hearing n5's heartbeats; they stay in the network.
+	var held []*safety.Msg
+	heldTo2 := func(f *safety.Msg) bool { return f.M.From == "n5" && f.To == "n2" && f.M.Term == term1 }
+	run(w, 60, heldTo2)
+	held = w.Find(election.MsgHeartbeat, "n5", "n2", term1)
+	if len(held) < 5 {
+		t.Fatalf("%d heartbeats held", len(held))
+	}
+	keep := map[*safety.Msg]bool{}
+	for _, f := range held {
+		keep[f] = true
+	}
+	isHeld := func(f *safety.Msg) bool { return keep[f] }
+	w.Crash("n5")
+	until(t, w, 200, "n4 leads", isHeld, leads(w, "n4"))
+	w.Restart("n5")
+	until(t, w, 400, "n5 leads again, by hold-down hand-over", isHeld, leads(w, "n5"))
+	// n3 and n4 are cut off from n5, n5's new messages no longer reach n2
+	// (what n2 sends still reaches n5), and n1 keeps acknowledging. Each new
+	// heartbeat of n5 is matched by the held one of the same seq, delivered
+	// to n2.
+	for _, id := range []string{"n3", "n4"} {
+		w.Cut("n5", id)
+		w.Cut(id, "n5")
+	}
+	seqHeld := map[uint64]*safety.Msg{}
+	for _, f := range held {
+		seqHeld[f.M.Seq] = f
+	}
+	matched := 0
+	for i := 0; i < 80; i++ {
+		for _, hb := range w.Find(election.MsgHeartbeat, "n5", "n1", w.Term("n5")) {
+			if f := seqHeld[hb.M.Seq]; f != nil && keep[f] {
+				delete(keep, f)
+				w.Deliver(f, false)
+				matched++
+			}
+		}
+		w.DropAll(func(f *safety.Msg) bool { return f.M.From == "n5" && f.To == "n2" && !isHeld(f) })
+		w.DeliverAll(func(f *safety.Msg) bool { return !isHeld(f) })
+		w.Ticks(1)
+	}
+	if matched == 0 {
+		t.Fatal("no held heartbeat matched a new one")
+	}
+	// n5's lease ran out (the world checks it did before n4 led); n2, n3
+	// and n4 follow n4.
+	if w.Role("n5") == election.Leader || w.Role("n4") != election.Leader {
+		t.Fatalf("n4 should lead, n5 not: %s", w.Describe())
+	}
+}
+
+// 3. n3's own connection drops; it stops leading, reconnects with a new
+// connection and is elected again in the next term. Its voters still know
+// the connection of its previous term. The server's report that that old
+// connection closed arrives now, late but true: it is about n3's previous
+// leadership and must not release the voters from the one they just voted
+// for.
+func TestStaleDisconnectReportAfterReelection(t *testing.T) {
+	w := site(t, 3, "bully", nil, false)
+	until(t, w, 200, "n3 leads", nil, leads(w, "n3"))
+	run(w, 20, nil) // heartbeats announce n3's connection
+	term := w.Term("n3")
+	w.Disconnect("n3")
+	stale := w.Advisories[len(w.Advisories)-1]
+	w.Advisories = nil
+	// n3 stands again; hold its first heartbeats of the new term.
+	newHB := func(f *safety.Msg) bool { return f.M.Type == election.MsgHeartbeat && f.M.Term > term }
+	until(t, w, 200, "n3 leads the next term", newHB, func() bool { return w.Role("n3") == election.Leader })
+	w.Report("n1", stale)
+	w.Report("n2", stale)
+	run(w, 40, newHB)
+	if w.Role("n2") == election.Leader {
+		t.Fatalf("n2 leads on a stale report: %s", w.Describe())
+	}
+}
+
+// 4. At an offline site the route between n2's and n3's servers closes while
+// both run (n1 has not heard n3 for D: its link from n3 is cut). n2 may act
+// on it as a report that it lost the leader, but n3's lease counts n2's
+// acknowledgement: n3 must not go on counting it once the route is gone.
+func TestRouteClosureToLeaseMemberEndsLease(t *testing.T) {
+	w := site(t, 3, "bully", nil, true)
+	until(t, w, 200, "n3 leads", nil, leads(w, "n3"))
+	w.Cut("n3", "n1")
+	run(w, 45, nil) // n1 has not heard n3 for D
+	w.RouteDown("n2", "n3", false)
+	run(w, 40, nil)
+}
+
+// 5. n3 missed n2's election (cut off), and a copy of n2's COORDINATOR is
+// held in the network. n3 then follows n2 and acknowledges its heartbeats;
+// n1 stops hearing n2 and tells n3, the member it expects to stand, that it
+// would vote for it (an unasked pre-vote). Then the late COORDINATOR reaches
+// n3: a message of the election n2 already won. n3 outranks n2, but it must
+// not refuse and stand on it: n2's lease rests on n3's acknowledgements.
+func TestLateCoordinatorOfOwnLeaderIsIgnored(t *testing.T) {
+	w := site(t, 3, "bully", func(c *election.Config) { c.Preemption = election.PreemptNever }, false)
+	until(t, w, 200, "n3 leads", nil, leads(w, "n3"))
+	// n3 is cut off: everything to and from it is held.
+	cutOff := func(f *safety.Msg) bool { return f.M.From == "n3" || f.To == "n3" }
+	until(t, w, 200, "n2 leads", cutOff, func() bool { return w.Role("n2") == election.Leader })
+	late := mustBeOne(t, w.Find(election.MsgCoordinator, "n2", "n3", 0), "COORDINATOR of n2 held for n3")
+	w.DropAll(func(f *safety.Msg) bool { return cutOff(f) && f != late })
+	hold := func(f *safety.Msg) bool {
+		return f == late || (f.M.Type == election.MsgPreVoteReply && f.M.From == "n1" && f.To == "n3")
+	}
+	until(t, w, 100, "n3 follows n2", hold, leads(w, "n2"))
+	w.Cut("n2", "n1")
+	until(t, w, 100, "n1's pre-vote for n3", hold, func() bool {
+		return len(w.Find(election.MsgPreVoteReply, "n1", "n3", 0)) > 0
+	})
+	hbTo3 := func(f *safety.Msg) bool {
+		return hold(f) || (f.M.Type == election.MsgHeartbeat && f.M.From == "n2" && f.To == "n3")
+	}
+	until(t, w, 20, "a heartbeat of n2 for n3", hbTo3, func() bool {
+		return len(w.Find(election.MsgHeartbeat, "n2", "n3", 0)) > 0
+	})
+	w.DeliverAll(func(f *safety.Msg) bool { return f.M.Type == election.MsgHeartbeat })
+	w.DeliverAll(func(f *safety.Msg) bool { return f.M.Type == election.MsgPreVoteReply })
+	w.Deliver(late, false)
+	run(w, 40, nil)
+	if w.Role("n3") == election.Leader {
+		t.Fatalf("n3 leads: %s", w.Describe())
+	}
+}
+
+// 6. Ring: n4 leads while n5 follows (n5 came back after n4 was elected,
+// and preemption is off). n1's and n2's acknowledgements stop reaching n4,
+// so its heartbeats leave them out of the live view, which n5 keeps. Then n4
+// dies and the links heal. n5, the highest, starts round after round; each
+// skips n1 and n2 as presumed dead, gathers n3's vote alone and comes back
+// short of a quorum. n1 and n2 never send to n5 (their successors are n2 and
+// n3, which swallow their tokens for n5's round). Every member is up and
+// reachable, yet no leader: the view of a leader long gone must lapse.
+func TestRingStaleViewDoesNotLivelock(t *testing.T) {
+	w := site(t, 5, "ring", func(c *election.Config) { c.Preemption = election.PreemptNever }, false)
+	w.Crash("n5")
+	until(t, w, 300, "n4 leads", nil, func() bool { l, ok := w.Agreed(); return ok && l == "n4" })
+	w.Restart("n5")
+	until(t, w, 100, "n5 follows n4", nil, func() bool { return w.Leader("n5") == "n4" })
+	w.Cut("n1", "n4")
+	w.Cut("n2", "n4")
+	// n4's heartbeats list n3, n4 and n5 alone once n1 and n2 have been
+	// silent for D.
+	run(w, 2*w.Config("n4").ElectionTicks, nil)
+	w.Crash("n4")
+	w.Heal()
+	cfg := w.Config("n1")
+	// The members suspect n4 D after its last heartbeat; the view lapses 2D
+	// after it; a round then takes a few hops, and a member backing off
+	// after a failed round waits up to 40 ticks.
+	limit := 3*cfg.ElectionTicks + 4*cfg.AnswerTicks + 40
+	until(t, w, limit, "a new leader", nil, func() bool { _, ok := w.Agreed(); return ok })
+}
+
+// 7. n1 acts on the server's report that the leader n5 is gone and votes for
+// n4, then is cut off before it hears n4's first heartbeat. Alone, it later
+// stands: it must ask for pre-votes first, as any member that no longer hears
+// its leader, and not raise its term on the strength of the old report; else
+// its higher term deposes the healthy n4 when the link heals.
+func TestOldDisconnectReportDoesNotSkipPreVote(t *testing.T) {
+	w := site(t, 5, "bully", func(c *election.Config) { c.Preemption = election.PreemptNever }, false)
+	until(t, w, 200, "n5 leads", nil, leads(w, "n5"))
+	run(w, 20, nil)
+	w.Crash("n5")
+	adv := w.Advisories[len(w.Advisories)-1]
+	for _, id := range []string{"n1", "n2", "n3", "n4"} {
+		w.Report(id, adv)
+	}
+	hb := func(f *safety.Msg) bool { return f.M.Type == election.MsgHeartbeat && f.To == "n1" }
+	until(t, w, 20, "n4 leads", hb, func() bool { return w.Role("n4") == election.Leader })
+	term := w.Term("n4")
+	w.Isolate("n1")
+	w.DropAll(hb)
+	run(w, 300, nil)
+	w.Heal()
+	run(w, 100, nil)
+	if l, ok := w.Agreed(); !ok || l != "n4" || w.Term("n4") != term {
+		t.Fatalf("the heal deposed n4 (term %d): %s", term, w.Describe())
+	}
+}
+
+// 8. n3 hands over to n2 while n1 is down. n2's first COORDINATOR is lost,
+// and its repeat reaches n3 after n3's backoff: n3 must grant it (it named
+// n2 itself), not refuse it as outranked and stand again.
+func TestTransferWithMemberDown(t *testing.T) {
+	w := site(t, 3, "bully", func(c *election.Config) {
+		c.AnswerTicks = 30 // a candidate repeats its COORDINATOR every H
+		c.Preemption = election.PreemptNever
+	}, false)
+	until(t, w, 200, "n3 leads", nil, leads(w, "n3"))
+	w.Crash("n1")
+	if err := w.Resign("n3", "n2"); err != nil {
+		t.Fatal(err)
+	}
+	w.DeliverAll(func(f *safety.Msg) bool { return f.M.Type == election.MsgResign })
+	w.DropAll(func(f *safety.Msg) bool { return f.M.Type == election.MsgCoordinator })
+	until(t, w, 60, "n2 leads", nil, leads(w, "n2"))
+}

@@ -1,0 +1,483 @@
+package safety
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// Fault is one kind of fault the checker injects.
+type Fault uint32
+
+// The fault kinds. AllFaults enables every one.
+const (
+	FaultDrop      Fault = 1 << iota // messages lost
+	FaultDuplicate                   // messages delivered twice
+	FaultReorder                     // messages delivered out of order
+	FaultDelay                       // messages held for long, beyond the lease
+	FaultCrash                       // crash (state lost but what was persisted) and restart
+	FaultFreeze                      // a process frozen (SIGSTOP) and resumed
+	FaultPartition                   // links cut one way or both, partitions, heals
+	FaultAdvisory                    // connections closed, advisories delivered late or to some members only
+	FaultRoute                       // routes closed (an offline site's clustered servers), one-sided after long cuts
+	FaultResign                      // resign and transfer at random moments
+	FaultSkew                        // members' clocks run at different rates, within the configured margin
+
+	AllFaults = FaultDrop | FaultDuplicate | FaultReorder | FaultDelay | FaultCrash | FaultFreeze |
+		FaultPartition | FaultAdvisory | FaultRoute | FaultResign | FaultSkew
+)
+
+var faultNames = []string{"drop", "duplicate", "reorder", "delay", "crash", "freeze", "partition",
+	"advisory", "route", "resign", "skew"}
+
+func (f Fault) String() string {
+	var out []string
+	for i, n := range faultNames {
+		if f&(1<<i) != 0 {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// MaxSkew is the largest clock rate difference the checker gives a member
+// (either way). The core's margin, LeaseTicks + HeartbeatTicks <
+// ElectionTicks, tolerates a lease that runs at most (D-1)/LeaseTicks times
+// as long as a voter's D: 29/19 with BaseConfig, so the members' rates may
+// differ by about 20% before that margin is spent; real clocks differ by
+// parts per million.
+const MaxSkew = 0.05
+
+// RunConfig is one randomized run: a fresh site driven by a seeded
+// adversary for a number of steps.
+type RunConfig struct {
+	N         int
+	Algorithm string
+	Faults    Fault
+	Seed      uint64
+	// Steps is the run's budget of events (every delivery, tick and fault
+	// counts one).
+	Steps int64
+	// Liveness is the bound, in ticks, within which the site must agree on
+	// one leader once the faults stop; 0 picks DefaultLiveness.
+	Liveness int
+}
+
+// DefaultLiveness is the bound used when RunConfig.Liveness is 0: members
+// that acknowledged a leader just before the faults stopped wait D (30)
+// before they vote; a member whose elections failed may back off up to 40
+// ticks; a pre-vote that fails is retried after D; an election round waits
+// at most a few answer timeouts (10 each) and a Ring round one hop timeout
+// per member; a member that just restarted waits D.
+const DefaultLiveness = 400
+
+// Outcome is what a run found.
+type Outcome struct {
+	Steps     int64
+	Quiet     int // quiet periods that ended with one leader
+	Violation string
+	Liveness  string
+	// Worst is the longest wait, in ticks, for one leader after faults stopped.
+	Worst int
+	// Choices is how many of the adversary's choices the run used: a
+	// failing run needs no more to fail again.
+	Choices int
+	// Phases holds where each chaos phase starts in the choices.
+	Phases []int
+}
+
+// Failed reports whether the run found a problem.
+func (o Outcome) Failed() bool { return o.Violation != "" || o.Liveness != "" }
+
+// chooser is the adversary's source of choices. Recorded, a run can be
+// replayed exactly; replayed from an edited list, it can be shrunk.
+type chooser struct {
+	rng    *rand.Rand
+	rec    []uint32
+	replay []uint32
+	pos    int
+	done   bool // a replay ran out of choices
+}
+
+func (c *chooser) next() uint32 {
+	if c.replay != nil {
+		if c.pos >= len(c.replay) {
+			c.done = true
+			return 0
+		}
+		v := c.replay[c.pos]
+		c.pos++
+		return v
+	}
+	v := c.rng.Uint32()
+	c.rec = append(c.rec, v)
+	return v
+}
+
+func (c *chooser) intn(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return int(c.next() % uint32(n))
+}
+
+type violation struct{ msg string }
+
+// Run performs one randomized run.
+func Run(rc RunConfig) Outcome {
+	c := &chooser{rng: rand.New(rand.NewPCG(rc.Seed, rc.Seed^0x9e3779b97f4a7c15))}
+	return run(rc, c, nil)
+}
+
+// run drives a site with choices from c. With trace set, every event is
+// written to it.
+func run(rc RunConfig, c *chooser, trace func(string)) (out Outcome) {
+	if rc.Liveness == 0 {
+		rc.Liveness = DefaultLiveness
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			v, ok := r.(violation)
+			if !ok {
+				panic(r)
+			}
+			out.Violation = v.msg
+		}
+		out.Choices = len(c.rec) + c.pos
+	}()
+	has := func(f Fault) bool { return rc.Faults&f != 0 }
+	// The site's settings come from the seed alone, not from the choices,
+	// so that a shrunk run keeps them.
+	site := rand.New(rand.NewPCG(rc.Seed, 1))
+	var skew []float64
+	if has(FaultSkew) {
+		for i := 0; i < rc.N; i++ {
+			skew = append(skew, MaxSkew*float64(site.IntN(2001)-1000)/1000)
+		}
+	}
+	pre := election.Preemption(site.IntN(3))
+	answer := 5 + site.IntN(16) // 5..20 ticks
+	routes := has(FaultRoute) && site.IntN(2) == 0
+	w := New(Options{
+		N: rc.N, Algorithm: rc.Algorithm, Skew: skew, Routes: routes, Trace: trace,
+		Tweak: func(cfg *election.Config) {
+			cfg.Preemption = pre
+			cfg.AnswerTicks = answer
+			cfg.HoldDownTicks = 40
+		},
+		Fail: func(msg string) { panic(violation{msg}) },
+	})
+	if trace != nil {
+		trace(fmt.Sprintf("site: n=%d %s preemption=%d answer=%d routes=%v skew=%v", rc.N, rc.Algorithm, pre, answer, routes, skew))
+	}
+	a := &adversary{w: w, c: c, has: has, routes: routes, trace: trace}
+	for w.Steps < rc.Steps && !c.done {
+		out.Phases = append(out.Phases, len(c.rec)+c.pos)
+		k := 200 + c.intn(3000)
+		c.next() // phases take four choices, as events do
+		c.next()
+		c.next()
+		a.chaos(k)
+		if c.done {
+			break
+		}
+		took, ok := a.quiet(rc.Liveness)
+		if c.done {
+			break
+		}
+		if !ok {
+			out.Liveness = fmt.Sprintf("no single leader %d ticks after the faults stopped: %s", rc.Liveness, w.Describe())
+			break
+		}
+		out.Quiet++
+		out.Worst = max(out.Worst, took)
+	}
+	out.Steps = w.Steps
+	return out
+}
+
+type adversary struct {
+	w      *World
+	c      *chooser
+	has    func(Fault) bool
+	routes bool
+	trace  func(string)
+}
+
+// chaos runs k events with faults. Every event reads exactly four choices
+// (its kind and three arguments), so that removing one event from a recorded
+// run leaves the meaning of the others as it was: that is what makes
+// shrinking work.
+func (a *adversary) chaos(k int) {
+	w, c := a.w, a.c
+	ids := w.IDs()
+	for i := 0; i < k && !c.done; i++ {
+		r, x, y, z := c.intn(1000), int(c.next()), int(c.next()), int(c.next())
+		if c.done {
+			return
+		}
+		pick := func(v int) string { return ids[v%len(ids)] }
+		pickMsg := func(v int) *Msg { return w.Flight[v%len(w.Flight)] }
+		switch {
+		case r < 380:
+			w.Advance(int64(1 + x%TickUnits))
+		case r < 780:
+			a.deliverOne(x, y)
+		case r < 800:
+			if a.has(FaultDrop) && len(w.Flight) > 0 {
+				w.Drop(pickMsg(x))
+			}
+		case r < 815:
+			if a.has(FaultDuplicate) && len(w.Flight) > 0 {
+				w.Deliver(pickMsg(x), true)
+			}
+		case r < 825:
+			if a.has(FaultCrash) {
+				w.Crash(pick(x))
+			}
+		case r < 845:
+			if a.has(FaultCrash) {
+				w.Restart(pick(x))
+			}
+		case r < 853:
+			if a.has(FaultFreeze) {
+				w.Freeze(pick(x))
+			}
+		case r < 870:
+			if a.has(FaultFreeze) {
+				w.Thaw(pick(x))
+			}
+		case r < 885:
+			if a.has(FaultPartition) && pick(x) != pick(y) {
+				w.Cut(pick(x), pick(y))
+				if z%2 == 0 {
+					w.Cut(pick(y), pick(x))
+				}
+			}
+		case r < 900:
+			if a.has(FaultPartition) {
+				w.HealLink(pick(x), pick(y))
+			}
+		case r < 904:
+			if a.has(FaultPartition) {
+				// Bit i of x puts member i on one side.
+				for i, p := range ids {
+					for j, q := range ids {
+						if (x>>i)&1 == 1 && (x>>j)&1 == 0 {
+							w.Cut(p, q)
+							w.Cut(q, p)
+						}
+					}
+				}
+			}
+		case r < 912:
+			if a.has(FaultPartition) {
+				w.Heal()
+			}
+		case r < 935:
+			if a.has(FaultAdvisory) && len(w.Advisories) > 0 {
+				w.Report(pick(y), w.Advisories[x%len(w.Advisories)])
+			}
+		case r < 940:
+			if a.has(FaultAdvisory) && len(w.Advisories) > 0 {
+				j := x % len(w.Advisories)
+				w.Advisories = append(w.Advisories[:j], w.Advisories[j+1:]...)
+			}
+		case r < 948:
+			if a.has(FaultAdvisory) {
+				w.Disconnect(pick(x))
+			}
+		case r < 958:
+			if a.routes && pick(x) != pick(y) {
+				p, q := pick(x), pick(y)
+				// A live route closes at both ends at once when both
+				// servers run; it closes from one side only after its
+				// pings failed for long: the ends were silent to each
+				// other (cut both ways, or one of them frozen) for more
+				// than D.
+				long := float64(w.SilentFor(p, q)) > float64(w.Config(p).ElectionTicks*TickUnits)*(1+2*MaxSkew)
+				switch {
+				case long && !w.Frozen(p) && z%2 == 0:
+					w.RouteDown(p, q, true)
+				case !w.Frozen(p) && !w.Frozen(q):
+					w.RouteDown(p, q, false)
+				}
+			}
+		case r < 975:
+			if a.routes && pick(x) != pick(y) && w.Up(pick(x)) && w.Up(pick(y)) {
+				w.RouteUp(pick(x), pick(y))
+			}
+		case r < 980:
+			if a.routes && pick(x) != pick(y) {
+				w.ReportRoute(pick(x), pick(y))
+			}
+		case r < 995:
+			if a.has(FaultResign) {
+				a.resign(x, y, z)
+			}
+		default:
+			if a.has(FaultDelay) {
+				// The network pauses: time passes with nothing delivered.
+				w.Advance(int64(x % (40 * TickUnits)))
+			}
+		}
+	}
+}
+
+// deliverOne delivers a message: mostly the oldest (the network keeps
+// order), with reordering and long holds when those faults are on.
+func (a *adversary) deliverOne(x, y int) {
+	w := a.w
+	if len(w.Flight) == 0 {
+		return
+	}
+	j := 0
+	switch {
+	case a.has(FaultDelay) && x%10 == 0:
+		j = y % len(w.Flight)
+	case a.has(FaultReorder):
+		j = y % min(len(w.Flight), 4)
+	}
+	f := w.Flight[j]
+	if w.Frozen(f.To) {
+		return
+	}
+	w.Deliver(f, false)
+}
+
+func (a *adversary) resign(x, y, z int) {
+	w := a.w
+	ids := w.IDs()
+	leader := ""
+	for _, id := range ids {
+		if w.Role(id) == election.Leader {
+			leader = id
+		}
+	}
+	if leader == "" || x%10 == 0 {
+		leader = ids[y%len(ids)]
+	}
+	nominee := ""
+	if z%10 < 6 {
+		nominee = ids[(z/10)%len(ids)]
+	}
+	if nominee == leader {
+		nominee = ""
+	}
+	_ = w.Resign(leader, nominee)
+}
+
+// quiet ends the faults: every member runs, every link and route is whole,
+// held messages and pending reports arrive, and from then on messages are
+// delivered in order within a tick. It returns how many ticks the site took
+// to agree on one leader, and false if it did not within limit.
+func (a *adversary) quiet(limit int) (int, bool) {
+	w, c := a.w, a.c
+	ids := w.IDs()
+	if a.trace != nil {
+		a.trace("--- quiet: every member runs, links and routes whole, reports delivered")
+	}
+	for _, id := range ids {
+		w.Thaw(id)
+		if !w.Up(id) {
+			w.Restart(id)
+		}
+	}
+	w.Heal()
+	for _, x := range ids {
+		for _, y := range ids {
+			if x < y {
+				w.RouteUp(x, y)
+			}
+		}
+	}
+	for _, adv := range w.Advisories {
+		for _, id := range ids {
+			w.Report(id, adv)
+		}
+	}
+	w.Advisories = nil
+	for t := 0; t <= limit*2; t++ {
+		if c.done {
+			return 0, true
+		}
+		if _, ok := w.Agreed(); ok {
+			return t / 2, true
+		}
+		w.DeliverAll(nil)
+		w.Advance(TickUnits / 2)
+	}
+	return limit, false
+}
+
+func contains(ids []string, id string) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Replay runs rc again from the recorded choices, writing every event to
+// trace; it returns what the replay found.
+func replay(rc RunConfig, choices []uint32, trace func(string)) Outcome {
+	c := &chooser{replay: choices}
+	return run(rc, c, trace)
+}
+
+// Record runs rc and returns its outcome and the choices it made.
+func Record(rc RunConfig) (Outcome, []uint32) {
+	c := &chooser{rng: rand.New(rand.NewPCG(rc.Seed, rc.Seed^0x9e3779b97f4a7c15))}
+	out := run(rc, c, nil)
+	return out, c.rec
+}
+
+// Shrink looks for a shorter list of choices that still fails the way out
+// did (a violation, or a liveness failure), removing chunks of choices and
+// keeping every removal that still fails, for at most budget. It returns the
+// shortest list found and its trace.
+func Shrink(rc RunConfig, choices []uint32, out Outcome, budget time.Duration) ([]uint32, []string) {
+	deadline := time.Now().Add(budget)
+	fails := func(cs []uint32) bool {
+		o := replay(rc, cs, nil)
+		if out.Violation != "" {
+			return o.Violation != ""
+		}
+		return o.Liveness != ""
+	}
+	cur := append([]uint32(nil), choices[:min(len(choices), out.Choices)]...)
+	// Whole phases first, from the earliest: most of a long run is history
+	// that the failure does not need.
+	removed := 0
+	for p := 0; p+1 < len(out.Phases) && time.Now().Before(deadline); p++ {
+		from, n := out.Phases[p]-removed, out.Phases[p+1]-out.Phases[p]
+		if from < 0 || from+n > len(cur) {
+			break
+		}
+		cand := append(append([]uint32(nil), cur[:from]...), cur[from+n:]...)
+		if fails(cand) {
+			cur = cand
+			removed += n
+		}
+	}
+	for size := len(cur) / 2; size >= 1 && time.Now().Before(deadline); size /= 2 {
+		if size > 4 {
+			size -= size % 4 // whole events first
+		}
+		for i := 0; i+size <= len(cur) && time.Now().Before(deadline); {
+			cand := append(append([]uint32(nil), cur[:i]...), cur[i+size:]...)
+			if fails(cand) {
+				cur = cand
+				continue
+			}
+			i += size
+		}
+	}
+	var lines []string
+	replay(rc, cur, func(l string) { lines = append(lines, l) })
+	return cur, lines
+}

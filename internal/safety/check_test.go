@@ -1,0 +1,118 @@
+package safety
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var (
+	steps     = flag.Int64("safety.steps", 300_000, "simulated steps per algorithm and group size")
+	runLen    = flag.Int64("safety.run", 20_000, "steps per randomized run (a fresh site)")
+	seed      = flag.Uint64("safety.seed", 0, "first seed (0: from the time)")
+	sizes     = flag.String("safety.n", "3,4,5,7", "group sizes")
+	algs      = flag.String("safety.alg", "bully,ring", "algorithms")
+	workers   = flag.Int("safety.workers", 0, "runs in parallel per group size and algorithm (0: one)")
+	shrinkFor = flag.Duration("safety.shrink", time.Minute, "how long to shrink a failing run")
+	only      = flag.Uint64("safety.only", 0, "run just this seed (with -safety.n and -safety.alg naming one case)")
+)
+
+// TestCheckSafety runs the adversarial checker: randomized runs of a
+// simulated site with every fault kind on, for each algorithm and group
+// size, checking the invariants after every step and that the site agrees
+// on one leader soon after the faults stop. A failure prints the seed and a
+// shrunk trace. `make test` runs a short budget; `make check-safety` the
+// long one (-safety.steps=100000000).
+func TestCheckSafety(t *testing.T) {
+	first := *seed
+	if first == 0 {
+		first = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seeds from %d, %d steps per case, faults %s", first, *steps, AllFaults)
+	for _, alg := range strings.Split(*algs, ",") {
+		for _, ns := range strings.Split(*sizes, ",") {
+			var n int
+			if _, err := fmt.Sscan(ns, &n); err != nil {
+				t.Fatalf("-safety.n: %v", err)
+			}
+			t.Run(fmt.Sprintf("%s/n=%d", alg, n), func(t *testing.T) {
+				t.Parallel()
+				checkCase(t, alg, n, first)
+			})
+		}
+	}
+}
+
+func checkCase(t *testing.T, alg string, n int, first uint64) {
+	start := time.Now()
+	if *only != 0 {
+		rc := RunConfig{N: n, Algorithm: alg, Faults: AllFaults, Seed: *only, Steps: *runLen}
+		out, choices := Record(rc)
+		if out.Failed() {
+			short, trace := Shrink(rc, choices, out, *shrinkFor)
+			t.Fatalf("seed %d: %s%s\nshrunk from %d to %d choices; trace:\n%s", rc.Seed, out.Violation, out.Liveness, len(choices), len(short), strings.Join(trace, "\n"))
+		}
+		t.Logf("seed %d: %d steps, %d quiet periods, longest wait %d ticks", rc.Seed, out.Steps, out.Quiet, out.Worst)
+		return
+	}
+	var (
+		done    atomic.Int64
+		runs    atomic.Int64
+		quiets  atomic.Int64
+		worst   atomic.Int64
+		mu      sync.Mutex
+		failure *RunConfig
+		failOut Outcome
+	)
+	next := atomic.Uint64{}
+	next.Store(first + uint64(n)*1_000_003 + uint64(len(alg))*7)
+	par := max(1, *workers)
+	var wg sync.WaitGroup
+	for range par {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for done.Load() < *steps {
+				mu.Lock()
+				stop := failure != nil
+				mu.Unlock()
+				if stop {
+					return
+				}
+				rc := RunConfig{N: n, Algorithm: alg, Faults: AllFaults, Seed: next.Add(1), Steps: *runLen}
+				out := Run(rc)
+				done.Add(out.Steps)
+				runs.Add(1)
+				quiets.Add(int64(out.Quiet))
+				for {
+					old := worst.Load()
+					if int64(out.Worst) <= old || worst.CompareAndSwap(old, int64(out.Worst)) {
+						break
+					}
+				}
+				if out.Failed() {
+					mu.Lock()
+					if failure == nil {
+						failure, failOut = &rc, out
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%s n=%d: %d steps in %d runs, %d quiet periods, longest wait for a leader %d ticks, %s",
+		alg, n, done.Load(), runs.Load(), quiets.Load(), worst.Load(), time.Since(start).Round(time.Millisecond))
+	if failure == nil {
+		return
+	}
+	_, choices := Record(*failure)
+	short, trace := Shrink(*failure, choices, failOut, *shrinkFor)
+	t.Fatalf("seed %d (n=%d %s): %s%s\nshrunk from %d to %d choices; trace:\n%s",
+		failure.Seed, n, alg, failOut.Violation, failOut.Liveness, len(choices), len(short), strings.Join(trace, "\n"))
+}
