@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,16 +126,17 @@ type Agent struct {
 	algGuard *algorithmGuard
 
 	// Fast failover (fastpath.go).
-	sys        *nats.Conn
-	pres       presence
-	noFast     bool
-	gone       chan goneReport
-	disc       chan struct{}
-	fastAt     time.Duration // when this agent last acted on a disconnect report
-	routes     RouteWatcher
-	routed     map[string]bool   // servers routed to at the last check
-	leaderConn map[string]string // member -> bus connection its last heartbeat announced
-	actAfter   atomic.Int64      // a fenced new leader acts from this time on
+	sys         *nats.Conn
+	pres        presence
+	noFast      bool
+	gone        chan goneReport
+	disc        chan struct{}
+	fastAt      time.Duration // when this agent last acted on a disconnect report
+	routes      RouteWatcher
+	routed      map[string]bool   // servers routed to at the last check
+	serverNames map[string]string // server id -> name, of every server routed to so far
+	leaderConn  map[string]string // member -> bus connection its last heartbeat announced
+	actAfter    atomic.Int64      // a fenced new leader acts from this time on
 
 	// Leader work, handover and watchers: leaderwork.go, duty.go, watch.go.
 	duty        *Duty
@@ -156,16 +158,17 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		return nil, fmt.Errorf("agent: config: %w", err)
 	}
 	a := &Agent{
-		cfg:        cfg,
-		log:        slog.Default(),
-		ownReg:     true,
-		start:      time.Now(),
-		sentAt:     map[uint64]time.Duration{},
-		reqs:       make(chan request),
-		gone:       make(chan goneReport, 64),
-		leaderConn: map[string]string{},
-		disc:       make(chan struct{}, 1),
-		noFast:     cfg.DisableFastFailover,
+		cfg:         cfg,
+		log:         slog.Default(),
+		ownReg:      true,
+		start:       time.Now(),
+		sentAt:      map[uint64]time.Duration{},
+		reqs:        make(chan request),
+		gone:        make(chan goneReport, 64),
+		leaderConn:  map[string]string{},
+		serverNames: map[string]string{},
+		disc:        make(chan struct{}, 1),
+		noFast:      cfg.DisableFastFailover,
 	}
 	a.leaderID.Store("")
 	for _, o := range opts {
@@ -553,8 +556,17 @@ func (a *Agent) process() error {
 		a.lastHS = rd.HardState
 		a.journal.write(JournalEntry{Event: "state", Term: rd.HardState.Term, VotedFor: rd.HardState.VotedFor})
 	}
-	if a.role == election.Leader && hasResign(rd.Messages) && !a.release("handing over") {
-		rd.Messages = withoutResign(rd.Messages) // see release
+	if a.role == election.Leader && rd.Role != election.Leader {
+		// Leadership ends before anything of this Ready leaves: a message
+		// that follows from it (a RESIGN, a COORDINATOR for a new term) may
+		// make a member vote for someone else.
+		if hasResign(rd.Messages) {
+			if !a.release("handing over") {
+				rd.Messages = withoutResign(rd.Messages) // see release
+			}
+		} else {
+			a.stopLeading("lost leadership")
+		}
 	}
 	// Date heartbeats after the fsync above, just before they leave: a slow
 	// disk must not eat into the lease they start.
@@ -593,16 +605,20 @@ func (a *Agent) process() error {
 	// Leadership: the lease runs from the send time of the newest heartbeat
 	// a quorum acknowledged.
 	if rd.Role == election.Leader {
+		// The lease may also fall back to an older heartbeat (a member's
+		// acknowledgements stopped counting): a seq whose send time is
+		// forgotten dates no lease at all.
+		var end time.Duration
 		if at, ok := a.sentAt[rd.LeaseSeq]; ok {
-			end := at + a.cfg.Lease
-			if a.leading.Load() && int64(end) > a.leaseEnd.Load() {
-				a.journal.write(JournalEntry{Event: "renew", Term: rd.Term, Until: a.wallUntil(end)})
-			}
-			a.leaseEnd.Store(int64(end))
-			for s := range a.sentAt {
-				if s < rd.LeaseSeq {
-					delete(a.sentAt, s)
-				}
+			end = at + a.cfg.Lease
+		}
+		if a.leading.Load() && int64(end) > a.leaseEnd.Load() {
+			a.journal.write(JournalEntry{Event: "renew", Term: rd.Term, Until: a.wallUntil(end)})
+		}
+		a.leaseEnd.Store(int64(end))
+		for s, at := range a.sentAt {
+			if s != rd.LeaseSeq && now-at >= a.cfg.Lease {
+				delete(a.sentAt, s) // too old to date a lease
 			}
 		}
 		if int64(a.mono()) >= a.leaseEnd.Load() {
@@ -612,7 +628,7 @@ func (a *Agent) process() error {
 			a.log.Debug("wall-clock lease expired", "lease_seq", rd.LeaseSeq, "lease_end", time.Duration(a.leaseEnd.Load()), "now", now, "sent", len(a.sentAt))
 			a.stopLeading("lease expired")
 			a.role = rd.Role
-			_ = a.node.Resign("")
+			a.node.StepDown("lease expired")
 			return a.process()
 		}
 		if a.role != election.Leader {
@@ -671,6 +687,10 @@ func stepDownLabel(reason string) string {
 		return "lease_expired"
 	case len(reason) >= 3 && reason[:3] == "saw":
 		return "higher_term"
+	case strings.HasPrefix(reason, "lost the route") || strings.HasPrefix(reason, "lost routes"):
+		return "route_lost"
+	case strings.HasPrefix(reason, "lost connection"):
+		return "connection_lost"
 	}
 	return "other"
 }

@@ -362,11 +362,77 @@ func TestAgentLeaderStepsDownWhenRoutesToQuorumClose(t *testing.T) {
 	}
 	routes.set(map[string]bool{}) // alone
 	waitFor(t, time.Second, "gw3 to stop leading", func() bool { return !agents["gw3"].IsLeader() })
-	// It stepped down on the route loss (a hand-over), not because its
-	// lease ran out.
+	// It stepped down on the route loss, not because its lease ran out.
 	sd := agents["gw3"].m.stepDowns
-	waitFor(t, time.Second, "the step-down counted", func() bool { return testutil.ToFloat64(sd.WithLabelValues("resigned")) == 1 })
+	waitFor(t, time.Second, "the step-down counted", func() bool { return testutil.ToFloat64(sd.WithLabelValues("route_lost")) == 1 })
 	if v := testutil.ToFloat64(sd.WithLabelValues("lease_expired")); v != 0 {
 		t.Fatalf("lease_expired step-downs: %v", v)
+	}
+}
+
+// namedRoutes is a fakeRoutes that names the servers it routes to, as the
+// embedded server does (ServerName of each member).
+type namedRoutes struct {
+	fakeRoutes
+	names map[string]string
+}
+
+func (n *namedRoutes) RoutedServerNames() map[string]string {
+	out := map[string]string{}
+	for sid := range n.RoutedServers() {
+		out[sid] = n.names[sid]
+	}
+	return out
+}
+
+// TestAgentLeaderStopsCountingMemberBehindClosedRoute: gw1 no longer hears
+// the leader gw3, so gw3's lease rests on gw2's acknowledgements. When the
+// route between gw3's and gw2's servers closes, gw2 may elect at once (its
+// own server tells it), so gw3 must stop counting gw2 and step down at once,
+// not when its lease runs out.
+func TestAgentLeaderStopsCountingMemberBehindClosedRoute(t *testing.T) {
+	net := NewMemNetwork()
+	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
+	routes := &namedRoutes{
+		fakeRoutes: fakeRoutes{id: "S3", routed: map[string]bool{"S1": true, "S2": true}},
+		names:      map[string]string{"S1": ServerName("g", "gw1"), "S2": ServerName("g", "gw2")},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	agents := map[string]*Agent{}
+	for _, m := range members {
+		opts := []Option{WithTransport(net.Join(m.ID)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
+		if m.ID == "gw3" {
+			opts = append(opts, WithRouteWatch(routes))
+		}
+		a, err := New(Config{ID: m.ID, Group: "g", Members: members, Heartbeat: 50 * time.Millisecond, StateDir: t.TempDir(), Preemption: PreemptNever}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents[m.ID] = a
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = a.Run(ctx) }()
+	}
+	waitFor(t, 5*time.Second, "gw3 to lead", func() bool { return agents["gw3"].IsLeader() && agents["gw1"].Leader() == "gw3" })
+	net.CutOneWay("gw3", "gw1")
+	waitFor(t, 5*time.Second, "gw1 to miss two heartbeats", func() bool {
+		for _, m := range agents["gw1"].Status().Members {
+			if m.ID == "gw3" {
+				return m.LastSeenMS >= 100
+			}
+		}
+		return false
+	})
+	sd := agents["gw3"].m.stepDowns
+	net.Cut("gw2", "gw3")
+	routes.set(map[string]bool{"S1": true}) // the route to gw2's server closes
+	waitFor(t, 5*time.Second, "gw3 to stop leading", func() bool { return !agents["gw3"].IsLeader() })
+	waitFor(t, time.Second, "the step-down counted", func() bool {
+		return testutil.ToFloat64(sd.WithLabelValues("route_lost"))+testutil.ToFloat64(sd.WithLabelValues("lease_expired")) >= 1
+	})
+	if v := testutil.ToFloat64(sd.WithLabelValues("route_lost")); v != 1 {
+		t.Fatalf("route_lost step-downs %v (lease_expired %v): gw3 kept counting gw2 behind the closed route",
+			v, testutil.ToFloat64(sd.WithLabelValues("lease_expired")))
 	}
 }

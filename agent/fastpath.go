@@ -324,7 +324,7 @@ func (a *Agent) onOwnDisconnect() {
 		return
 	}
 	a.stopLeading("lost connection to NATS")
-	_ = a.node.Resign("")
+	a.node.StepDown("lost connection to NATS")
 }
 
 // fence returns until when a leader elected on a disconnect report must wait
@@ -339,28 +339,45 @@ func (a *Agent) fenceUntil() time.Duration {
 // RouteWatcher is the agent's view of its own embedded, clustered NATS
 // server: its id and the servers it has a route to. At an offline site every
 // gateway's agent runs its own server, so a route closing is a gateway (or
-// its process) going away.
+// its process) going away, or the link between two gateways failing.
 type RouteWatcher interface {
 	ServerID() string
 	RoutedServers() map[string]bool
 }
 
+// RouteNamer is implemented by a RouteWatcher that knows the names of the
+// servers it routes to (server id -> name). An agent whose server is named
+// ServerName(group, id), as every agent's of the site, is then found by its
+// server's name.
+type RouteNamer interface {
+	RoutedServerNames() map[string]string
+}
+
+// ServerName is the name of member id's embedded server in group: the
+// agents of a site map their routes to members by it.
+func ServerName(group, id string) string { return group + "-" + id }
+
 // WithRouteWatch lets the agent use route closures of its embedded server as
-// failure reports (the fast path of a clustered offline site):
+// failure reports (the fast path of a clustered offline site). Both ends of
+// a route see it close at the same moment, and each tells its core
+// (election.Node.RouteLost) about the member at the other end:
 //
 //   - a follower whose server loses its route to the server its leader is
-//     connected to (as the leader's heartbeats announce) elects at once;
-//   - a leader whose server is left with routes to fewer servers than a
-//     quorum needs stops leading at once, since the members beyond those
-//     routes may be electing already. Both ends of a route see it close at
-//     the same moment.
+//     connected to (as the leader's heartbeats announce) is released from
+//     that leader and elects at once (after a pre-vote);
+//   - a leader stops counting the acknowledgements of every member whose
+//     server it lost its route to (w must name servers: RouteNamer, with
+//     ServerName), and stops leading at once if its lease needed them;
+//     with servers it cannot name, it stops leading when routes to a
+//     quorum are gone.
 //
 // Each gateway runs one member, so a route stands for one member.
 func WithRouteWatch(w RouteWatcher) Option {
 	return func(a *Agent) error { a.routes = w; return nil }
 }
 
-// checkRoutes runs on the loop's ticks.
+// checkRoutes runs on the loop's wakes: it reports every route closed since
+// the last check to the core.
 func (a *Agent) checkRoutes() {
 	if a.routes == nil || a.noFast {
 		return
@@ -368,20 +385,51 @@ func (a *Agent) checkRoutes() {
 	now := a.routes.RoutedServers()
 	prev := a.routed
 	a.routed = now
-	if a.role == election.Leader {
-		if len(now)+1 < a.cfg.Quorum {
-			a.log.Warn("routes to a quorum of gateways lost: stepping down", "routes", len(now), "quorum", a.cfg.Quorum)
-			a.stopLeading("lost routes to a quorum")
-			_ = a.node.Resign("")
+	var names map[string]string
+	if n, ok := a.routes.(RouteNamer); ok {
+		names = n.RoutedServerNames()
+		for sid, name := range names {
+			a.serverNames[sid] = name // remembered: a closed route is no longer listed
 		}
-		return
 	}
-	conn := a.leaderConn[a.leader]
-	sid, _, ok := strings.Cut(conn, "/")
-	if a.leader == "" || !ok || sid == a.routes.ServerID() {
-		return
+	lost := map[string]bool{} // members at the other end of a closed route
+	unnamed := false
+	for sid := range prev {
+		if now[sid] {
+			continue
+		}
+		if id, ok := strings.CutPrefix(a.serverNames[sid], ServerName(a.cfg.Group, "")); ok && a.isMember(id) {
+			lost[id] = true
+		} else {
+			unnamed = true
+		}
+		if conn := a.leaderConn[a.leader]; a.leader != "" && strings.HasPrefix(conn, sid+"/") {
+			lost[a.leader] = true // the leader's own connection is on that server
+		}
 	}
-	if prev[sid] && !now[sid] {
-		a.onGone(goneReport{id: a.leader, conn: conn})
+	for id := range lost {
+		if id == a.cfg.ID {
+			continue
+		}
+		if a.node.RouteLost(id) && a.role != election.Leader && id == a.leader {
+			a.fastAt = a.mono()
+			a.m.fastSuspicions.Inc()
+			a.log.Info("route to the leader's server closed: electing now", "leader", id)
+		}
 	}
+	if unnamed && a.role == election.Leader && len(now)+1 < a.cfg.Quorum {
+		a.log.Warn("routes to a quorum of gateways lost: stepping down", "routes", len(now), "quorum", a.cfg.Quorum)
+		a.stopLeading("lost routes to a quorum")
+		a.node.StepDown("lost routes to a quorum")
+	}
+}
+
+// isMember reports whether id is a member of the group.
+func (a *Agent) isMember(id string) bool {
+	for _, m := range a.cfg.Members {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
 }

@@ -581,6 +581,20 @@ func (e *EmbeddedServer) Shutdown() {
 // ServerID returns the server's unique id, as clients see it in INFO.
 func (e *EmbeddedServer) ServerID() string { return e.srv.ID() }
 
+// RoutedServerNames returns the servers this one has a route to now, id ->
+// name (the name each server was given, EmbeddedConfig.ServerName).
+func (e *EmbeddedServer) RoutedServerNames() map[string]string {
+	rz, err := e.srv.Routez(&server.RoutezOptions{})
+	out := map[string]string{}
+	if err != nil || rz == nil {
+		return out
+	}
+	for _, r := range rz.Routes {
+		out[r.RemoteID] = r.RemoteName
+	}
+	return out
+}
+
 // RoutedServers returns the ids of the servers this one has a route to now.
 // An agent watches it to learn at once that a peer gateway's server (and so,
 // at an offline site, that gateway's agent) is gone.

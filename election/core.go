@@ -464,6 +464,14 @@ func (c *core) tickLeader() {
 
 func (c *core) heartbeat() {
 	c.hbElapsed = 0
+	// Forget the heartbeats too old to date a lease: the lease falls back
+	// to an older one only when a member's acknowledgements stop counting
+	// (RouteLost), and only within LeaseTicks.
+	for s, at := range c.sentAt {
+		if c.now-at >= int64(c.cfg.LeaseTicks) && s != c.leaseSeq {
+			delete(c.sentAt, s)
+		}
+	}
 	c.hbSeq++
 	c.sentAt[c.hbSeq] = c.now
 	alive := make([]string, 0, len(c.members))
@@ -561,11 +569,6 @@ func (c *core) noteAck(from string, seq uint64) {
 	}
 	if q := c.quorumSeq(); q > c.leaseSeq {
 		c.leaseSeq = q
-		for s := range c.sentAt {
-			if s < c.leaseSeq {
-				delete(c.sentAt, s)
-			}
-		}
 	}
 }
 
@@ -666,9 +669,14 @@ func (c *core) RouteLost(id string) bool {
 		delete(c.acked, id)
 		delete(c.ackedAt, id)
 		delete(c.healthySince, id)
-		if c.quorumSeq() < c.leaseSeq {
-			c.stepDown("lost the route to " + id + ", whose acknowledgement the lease counted")
-			c.standAfter = c.now + int64(c.backoffTicks())
+		// The lease falls back to the newest heartbeat a quorum
+		// acknowledged without id; if that one is too old, it is over.
+		if q := c.quorumSeq(); q < c.leaseSeq {
+			c.leaseSeq = q
+			if at, ok := c.sentAt[q]; !ok || q == 0 || c.now-at >= int64(c.cfg.LeaseTicks) {
+				c.stepDown("lost the route to " + id + ", whose acknowledgement the lease needed")
+				c.standAfter = c.now + int64(c.backoffTicks())
+			}
 		}
 		return true
 	case Candidate:

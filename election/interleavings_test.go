@@ -200,7 +200,7 @@ func TestRouteClosureToLeaseMemberEndsLease(t *testing.T) {
 	until(t, w, 200, "n3 leads", nil, leads(w, "n3"))
 	w.Cut("n3", "n1")
 	run(w, 45, nil) // n1 has not heard n3 for D
-	w.RouteDown("n2", "n3", false)
+	w.RouteDown("n2", "n3", false, nil)
 	run(w, 40, nil)
 }
 

@@ -273,7 +273,7 @@ func startEmbedded(rc *runConfig, log *slog.Logger) (*edge.EmbeddedServer, error
 	srv, err := startServer(edge.EmbeddedConfig{
 		Members:     members,
 		Listen:      rc.NATSListen,
-		ServerName:  rc.Agent.Group + "-" + rc.Agent.ID,
+		ServerName:  agent.ServerName(rc.Agent.Group, rc.Agent.ID),
 		Logger:      log,
 		Auth:        auth,
 		TLS:         serverTLSOf(rc.NATSClient.TLS),

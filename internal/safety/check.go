@@ -299,11 +299,15 @@ func (a *adversary) chaos(k int) {
 				// other (cut both ways, or one of them frozen) for more
 				// than D.
 				long := float64(w.SilentFor(p, q)) > float64(w.Config(p).ElectionTicks*TickUnits)*(1+2*MaxSkew)
+				// Some messages had crossed the route already and wait
+				// in their receiver's queue (bit i of z/2 keeps the i-th).
+				k := 0
+				queued := func(*Msg) bool { k++; return (z/2)>>(k%30)&1 == 1 }
 				switch {
 				case long && !w.Frozen(p) && z%2 == 0:
-					w.RouteDown(p, q, true)
+					w.RouteDown(p, q, true, queued)
 				case !w.Frozen(p) && !w.Frozen(q):
-					w.RouteDown(p, q, false)
+					w.RouteDown(p, q, false, queued)
 				}
 			}
 		case r < 975:

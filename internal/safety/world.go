@@ -71,6 +71,9 @@ type Msg struct {
 	M      election.Message
 	To     string
 	SentAt int64 // real time
+	// Queued: the message had crossed the route into its receiver's queue
+	// when the route closed; the route's state no longer matters to it.
+	Queued bool
 }
 
 func (m *Msg) String() string {
@@ -423,6 +426,14 @@ func (w *World) blocked(a, b string) bool {
 	return down
 }
 
+// lost reports whether message f is lost if delivered now.
+func (w *World) lost(f *Msg) bool {
+	if f.Queued {
+		return !w.members[f.To].up
+	}
+	return w.blocked(f.M.From, f.To)
+}
+
 // Deliver hands message f to its target now, and removes it from the
 // network unless keep is set (a duplicate stays behind). A message to a
 // frozen member stays in flight; one over a cut link or to a member that is
@@ -439,7 +450,7 @@ func (w *World) Deliver(f *Msg, keep bool) {
 	if !keep {
 		w.Flight = slices.Delete(w.Flight, i, i+1)
 	}
-	if w.blocked(f.M.From, f.To) {
+	if w.lost(f) {
 		w.trace("lost %s", f)
 		return
 	}
@@ -543,7 +554,7 @@ func (w *World) Crash(id string) {
 		// other ends see that at once.
 		for _, o := range w.ids {
 			if o != id {
-				w.RouteDown(o, id, false)
+				w.RouteDown(o, id, false, nil)
 			}
 		}
 	}
@@ -673,21 +684,32 @@ func (w *World) Report(to string, a Advisory) {
 type routeReporter interface{ RouteLost(id string) bool }
 
 // RouteDown closes the route between a's and b's servers. Messages in flight
-// between them are lost. Both ends see the route close at once: each running
+// between them are lost, but those queued returns true for: they had crossed
+// the route already and wait in the receiver's queue (an agent may handle the
+// route's closure before them). Both ends see the route close at once: each running
 // end's agent reports it (a frozen one when it wakes, if the route is still
 // down then). With oneSided, only a's end sees it now; b's end only when
 // ReportRoute is called for it. Networks close a live route only from one
 // side after the route's pings failed for long (seconds), so a one-sided
 // close should come only after a has been cut from b both ways for longer
 // than D (see SilentFor).
-func (w *World) RouteDown(a, b string, oneSided bool) {
+func (w *World) RouteDown(a, b string, oneSided bool, queued func(*Msg) bool) {
 	p := pair(a, b)
 	if _, down := w.routeDown[p]; down {
 		return
 	}
 	w.trace("route %s-%s down (one-sided %v)", a, b, oneSided)
 	w.routeDown[p] = w.Now
-	w.DropAll(func(f *Msg) bool { return pair(f.M.From, f.To) == p })
+	w.DropAll(func(f *Msg) bool {
+		if pair(f.M.From, f.To) != p || f.Queued {
+			return false
+		}
+		if queued != nil && queued(f) {
+			f.Queued = true
+			return false
+		}
+		return true
+	})
 	w.ReportRoute(a, b)
 	if !oneSided {
 		w.ReportRoute(b, a)
