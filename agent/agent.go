@@ -200,13 +200,11 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		Quorum:         cfg.Quorum,
 		HeartbeatTicks: TicksPerHeartbeat,
 		ElectionTicks:  int(cfg.SuspectAfter() / tick),
-		// The core's lease ends one tick after the wall-clock lease, so the
-		// core never leads past what IsLeader reports.
-		LeaseTicks:    int((cfg.Lease+tick-1)/tick) + 1,
-		AnswerTicks:   int((cfg.AnswerTimeout + tick - 1) / tick),
-		HoldDownTicks: int(cfg.HoldDown / tick),
-		Backoff:       newTickBackoff(cfg.Heartbeat, tick),
-		HardState:     hs,
+		LeaseTicks:     cfg.LeaseTicks(),
+		AnswerTicks:    int((cfg.AnswerTimeout + tick - 1) / tick),
+		HoldDownTicks:  int(cfg.HoldDown / tick),
+		Backoff:        newTickBackoff(cfg.Heartbeat, tick),
+		HardState:      hs,
 	}
 	switch cfg.Preemption {
 	case PreemptNever:

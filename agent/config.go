@@ -87,6 +87,11 @@ const TicksPerHeartbeat = 10
 // Tick returns the duration of one logical tick.
 func (c *Config) Tick() time.Duration { return c.Heartbeat / TicksPerHeartbeat }
 
+// LeaseTicks is the lease the election core counts, in ticks: one tick
+// longer than the wall-clock lease (rounded up), so that the core never leads
+// past what IsLeader reports.
+func (c *Config) LeaseTicks() int { return int((c.Lease+c.Tick()-1)/c.Tick()) + 1 }
+
 // SuspectAfter returns D = k*H.
 func (c *Config) SuspectAfter() time.Duration {
 	return time.Duration(c.HeartbeatMisses) * c.Heartbeat
@@ -183,7 +188,7 @@ func (c *Config) Validate() error {
 	if c.Lease <= c.Heartbeat {
 		return fmt.Errorf("lease: %s must exceed heartbeat %s (raise heartbeat_misses to 3 or more)", c.Lease, c.Heartbeat)
 	}
-	if c.Lease+c.Heartbeat >= d-tick {
+	if c.Lease+c.Heartbeat >= d-tick || c.LeaseTicks()+TicksPerHeartbeat >= c.HeartbeatMisses*TicksPerHeartbeat {
 		return fmt.Errorf("lease: %s plus heartbeat %s must stay below heartbeat_misses*heartbeat %s minus one tick", c.Lease, c.Heartbeat, d)
 	}
 	if c.AnswerTimeout == 0 {
