@@ -672,6 +672,8 @@ func (a *Agent) report(ev election.Event) {
 	case election.EventSteppedDown:
 		a.m.stepDowns.WithLabelValues(stepDownLabel(ev.Reason)).Inc()
 		a.log.Warn("stepped down", "term", ev.Term, "reason", ev.Reason)
+	case election.EventStaleTerm:
+		a.m.badMessage("stale_term") // answered with the current term
 	case election.EventVoteRefused:
 		a.log.Debug("vote refused", "to", ev.Peer, "reason", ev.Reason, "term", ev.Term)
 	}

@@ -1,14 +1,7 @@
 package election
 
 // NewBully returns a Node that elects with the Bully algorithm: the highest
-// ranked live member leads.
-//
-// The textbook exchange costs O(n^2) messages. Here the leader's heartbeat
-// carries its view of the live members, so when it fails every member knows
-// which member should take over: that member proclaims at once (COORDINATOR,
-// which is also the vote request) and the others only vote, O(n) messages in
-// all. The ELECTION/OK exchange is the fallback when the expected member does
-// not proclaim within AnswerTicks (it died too, or the view was stale).
+// ranked live member leads (see the package documentation).
 func NewBully(cfg Config) (Node, error) {
 	c, err := newCore(cfg)
 	if err != nil {

@@ -762,7 +762,16 @@ func (c *core) Step(m Message) error {
 	if m.Term > MaxTerm {
 		return fmt.Errorf("%w: term %d above MaxTerm", ErrBadMessage, m.Term)
 	}
+	if err := c.dispatch(m); err != nil {
+		return err
+	}
 	c.lastSeen[m.From] = c.now
+	return nil
+}
+
+// dispatch hands m to the step of its type. A step that returns an error has
+// changed nothing and sent nothing.
+func (c *core) dispatch(m Message) error {
 	switch m.Type {
 	case MsgHeartbeat:
 		return c.stepHeartbeat(m)
@@ -802,7 +811,7 @@ func (c *core) stepHeartbeat(m Message) error {
 		// the same seq that this member never heard.)
 		c.send(Message{Type: MsgAck, To: m.From, Term: c.hs.Term})
 		c.event(EventStaleTerm, m.From, "heartbeat")
-		return fmt.Errorf("%w: heartbeat of term %d in term %d", ErrStaleTerm, m.Term, c.hs.Term)
+		return nil
 	}
 	if m.Term == c.hs.Term && c.role == Leader {
 		// Only possible without a majority quorum (island mode): the lower
@@ -940,7 +949,7 @@ func (c *core) stepCoordinator(m Message) error {
 		// it counts as no answer to anything.
 		c.send(Message{Type: MsgVote, To: m.From, Term: c.hs.Term})
 		c.event(EventStaleTerm, m.From, "coordinator")
-		return fmt.Errorf("%w: coordinator of term %d in term %d", ErrStaleTerm, m.Term, c.hs.Term)
+		return nil
 	}
 	c.markUp(m.From)
 	if m.Term == c.hs.Term && c.hs.VotedFor == m.From && c.role == Follower {

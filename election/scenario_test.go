@@ -163,25 +163,46 @@ func TestStaleMessagesRejected(t *testing.T) {
 	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
 		s := newSim(t, 3, newNode, nil)
 		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		s.crash("n3")
+		s.runUntil(settle, "n2 leads", func() bool { l, ok := s.agreed(); return ok && l == "n2" })
+		s.restart("n3")
+		s.runUntil(settle, "n3 back", func() bool { return s.nodes["n3"].Status().Leader != "" })
 		before := s.nodes["n1"].Status()
-		err := s.nodes["n1"].Step(Message{Type: MsgHeartbeat, From: "n2", Term: before.Term - 1 + 0, Seq: 1})
-		if before.Term > 1 && !errors.Is(err, ErrStaleTerm) {
-			t.Fatalf("stale heartbeat: err = %v", err)
+		if before.Term < 2 {
+			t.Fatalf("test setup: term %d, want 2 or more", before.Term)
 		}
+		// A heartbeat of an older term is answered with the current term and
+		// no seq (it acknowledges nothing), and reported; nothing else changes.
+		if err := s.nodes["n1"].Step(Message{Type: MsgHeartbeat, From: "n3", Term: before.Term - 1, Seq: 5}); err != nil {
+			t.Fatalf("stale heartbeat: %v", err)
+		}
+		rd := s.nodes["n1"].Ready()
+		if len(rd.Messages) != 1 || rd.Messages[0].Type != MsgAck || rd.Messages[0].Term != before.Term || rd.Messages[0].Seq != 0 ||
+			len(rd.Events) != 1 || rd.Events[0].Kind != EventStaleTerm || rd.HardStateChanged {
+			t.Fatalf("stale heartbeat: %+v", rd)
+		}
+		// Rejected messages change nothing and send nothing.
 		for _, m := range []Message{
 			{Type: MsgHeartbeat, From: "mallory", Term: 99, Seq: 1},
 			{Type: MsgCoordinator, From: "n1", Term: 99, Seq: 1},
 			{Type: MsgVote, From: "n2", To: "n3", Term: 99, Granted: true},
 			{Type: MsgHeartbeat, From: "n2", Term: 0, Seq: 1},
+			{Type: MsgAck, From: "n2", Term: before.Term - 1, Seq: 1},
+			{Type: MsgVote, From: "n2", Term: before.Term - 1, Seq: 1, Granted: true},
+			{Type: MsgResign, From: "n2", Term: before.Term - 1},
+			{Type: MsgAck, From: "n2", To: "n3", Term: before.Term, Seq: 1},
 		} {
 			if err := s.nodes["n1"].Step(m); err == nil {
 				t.Errorf("%+v accepted", m)
 			}
-		}
-		_ = s.nodes["n1"].Ready()
-		after := s.nodes["n1"].Status()
-		if after.Term != before.Term || after.Leader != before.Leader || after.Role != before.Role {
-			t.Fatalf("rejected messages changed state: %+v -> %+v", before, after)
+			if rd := s.nodes["n1"].Ready(); len(rd.Messages) > 0 || len(rd.Events) > 0 || rd.HardStateChanged {
+				t.Errorf("rejected %+v still gave %+v", m, rd)
+			}
+			after := s.nodes["n1"].Status()
+			if after.Term != before.Term || after.Leader != before.Leader || after.Role != before.Role ||
+				after.Members[1].TicksSinceSeen != before.Members[1].TicksSinceSeen {
+				t.Fatalf("rejected %+v changed state: %+v -> %+v", m, before, after)
+			}
 		}
 	})
 }

@@ -196,7 +196,7 @@ const (
 	EventElectionFailed                       // this node's election timed out
 	EventSteppedDown                          // this node lost leadership (Reason says why)
 	EventNewLeader                            // the known leader changed
-	EventStaleTerm                            // a message of a lower term was rejected
+	EventStaleTerm                            // a heartbeat or COORDINATOR of a lower term was answered with the current term
 	EventVoteRefused                          // a vote was refused (Reason says why)
 )
 
@@ -213,7 +213,10 @@ type Event struct {
 type Node interface {
 	// Step applies one message received from the network. It returns an
 	// error (wrapping ErrStaleTerm, ErrNotMember, ...) when the message was
-	// rejected; a rejected message never changes state.
+	// rejected: a rejected message changes nothing and is answered with
+	// nothing. A heartbeat or COORDINATOR of a lower term is not rejected
+	// but answered with the current term (and reported as EventStaleTerm),
+	// so that its stale sender steps down or catches up.
 	Step(m Message) error
 	// Tick advances the node's logical clock by one tick.
 	Tick()
