@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -626,7 +625,7 @@ func (a *Agent) process() error {
 			a.log.Debug("wall-clock lease expired", "lease_seq", rd.LeaseSeq, "lease_end", time.Duration(a.leaseEnd.Load()), "now", now, "sent", len(a.sentAt))
 			a.stopLeading("lease expired")
 			a.role = rd.Role
-			a.node.StepDown("lease expired")
+			a.node.StepDown(election.ReasonLeaseExpired)
 			return a.process()
 		}
 		if a.role != election.Leader {
@@ -668,31 +667,15 @@ func (a *Agent) report(ev election.Event) {
 	case election.EventElectionFailed:
 		a.m.electionEnded("failed", a.mono())
 		a.m.elections.WithLabelValues("failed").Inc()
-		a.log.Info("election failed", "term", ev.Term, "reason", ev.Reason)
+		a.log.Info("election failed", "term", ev.Term, "reason", ev.Reason.String())
 	case election.EventSteppedDown:
-		a.m.stepDowns.WithLabelValues(stepDownLabel(ev.Reason)).Inc()
-		a.log.Warn("stepped down", "term", ev.Term, "reason", ev.Reason)
+		a.m.stepDowns.WithLabelValues(ev.Reason.Label()).Inc()
+		a.log.Warn("stepped down", "term", ev.Term, "reason", ev.Reason.String(), "peer", ev.Peer)
 	case election.EventStaleTerm:
 		a.m.badMessage("stale_term") // answered with the current term
 	case election.EventVoteRefused:
-		a.log.Debug("vote refused", "to", ev.Peer, "reason", ev.Reason, "term", ev.Term)
+		a.log.Debug("vote refused", "to", ev.Peer, "reason", ev.Reason.String(), "term", ev.Term)
 	}
-}
-
-func stepDownLabel(reason string) string {
-	switch {
-	case reason == "resigned":
-		return "resigned"
-	case len(reason) >= 5 && reason[:5] == "lease":
-		return "lease_expired"
-	case len(reason) >= 3 && reason[:3] == "saw":
-		return "higher_term"
-	case strings.HasPrefix(reason, "lost the route") || strings.HasPrefix(reason, "lost routes"):
-		return "route_lost"
-	case strings.HasPrefix(reason, "lost connection"):
-		return "connection_lost"
-	}
-	return "other"
 }
 
 func (a *Agent) startLeading(term uint64) {

@@ -324,7 +324,7 @@ func (a *Agent) onOwnDisconnect() {
 		return
 	}
 	a.stopLeading("lost connection to NATS")
-	a.node.StepDown("lost connection to NATS")
+	a.node.StepDown(election.ReasonConnectionLost)
 }
 
 // fence returns until when a leader elected on a disconnect report must wait
@@ -420,7 +420,7 @@ func (a *Agent) checkRoutes() {
 	if unnamed && a.role == election.Leader && len(now)+1 < a.cfg.Quorum {
 		a.log.Warn("routes to a quorum of gateways lost: stepping down", "routes", len(now), "quorum", a.cfg.Quorum)
 		a.stopLeading("lost routes to a quorum")
-		a.node.StepDown("lost routes to a quorum")
+		a.node.StepDown(election.ReasonRouteLost)
 	}
 }
 

@@ -173,14 +173,14 @@ func (c *core) send(m Message) {
 	c.msgs = append(c.msgs, m)
 }
 
-func (c *core) event(k EventKind, peer, reason string) {
+func (c *core) event(k EventKind, peer string, reason Reason) {
 	c.events = append(c.events, Event{Kind: k, Term: c.hs.Term, Peer: peer, Reason: reason})
 }
 
 func (c *core) setLeader(id string) {
 	if c.leader != id {
 		c.leader = id
-		c.event(EventNewLeader, id, "")
+		c.event(EventNewLeader, id, ReasonNone)
 	}
 }
 
@@ -237,7 +237,7 @@ func (c *core) adoptTerm(t uint64) {
 		return
 	}
 	if c.role == Leader {
-		c.stepDown(fmt.Sprintf("saw higher term %d", t))
+		c.stepDown(ReasonHigherTerm, "")
 	}
 	c.hs = HardState{Term: t}
 	c.hsChanged = true
@@ -307,7 +307,7 @@ func (c *core) Tick() {
 		c.tickLeader()
 	case Candidate:
 		if c.now >= c.voteEnd {
-			c.electionFailed("no quorum of votes in time")
+			c.electionFailed(ReasonNoVotes)
 		} else if !c.claimed() && (c.now-c.proclaimAt)%int64(c.cfg.HeartbeatTicks) == 0 {
 			c.resendCoordinator()
 		}
@@ -394,7 +394,7 @@ func (c *core) tickFollower() {
 	if c.preVotes != nil {
 		switch {
 		case c.now >= c.preVoteEnd:
-			c.preVoteFailed("no quorum of pre-votes in time")
+			c.preVoteFailed()
 		case c.now >= c.preVoteAsk && (c.now-c.preVoteAsk)%int64(c.cfg.HeartbeatTicks) == 0:
 			// Asked, and asked again every H while the answer window lasts
 			// (only when answer_timeout is longer than H: a lossy link),
@@ -453,7 +453,7 @@ func (c *core) tickLeader() {
 		c.heartbeat()
 	}
 	if c.now-c.sentAt[c.leaseSeq] >= int64(c.cfg.LeaseTicks) {
-		c.stepDown("lease expired: no quorum of acknowledgements")
+		c.stepDown(ReasonLeaseExpired, "")
 		c.standAfter = c.now + int64(c.backoffTicks())
 		return
 	}
@@ -505,7 +505,7 @@ func (c *core) becomeLeader() {
 	}
 	c.leaseSeq = c.proclaimSq
 	c.votes, c.refusals = nil, nil
-	c.event(EventElectionWon, "", "")
+	c.event(EventElectionWon, "", ReasonNone)
 	c.setLeader(c.self.ID)
 	if c.cfg.Backoff != nil {
 		c.cfg.Backoff.Reset()
@@ -514,9 +514,9 @@ func (c *core) becomeLeader() {
 }
 
 // stepDown leaves leadership (or candidacy) and becomes a follower.
-func (c *core) stepDown(reason string) {
+func (c *core) stepDown(reason Reason, peer string) {
 	if c.role == Leader {
-		c.event(EventSteppedDown, "", reason)
+		c.event(EventSteppedDown, peer, reason)
 	}
 	c.role = Follower
 	c.leaseSeq = 0
@@ -545,7 +545,7 @@ func (c *core) termExhausted() bool {
 	if c.hs.Term < MaxTerm {
 		return false
 	}
-	c.event(EventElectionFailed, "", "term at MaxTerm: no higher term to stand in")
+	c.event(EventElectionFailed, "", ReasonTermExhausted)
 	c.standAfter = c.now + int64(c.cfg.ElectionTicks)
 	return true
 }
@@ -621,13 +621,15 @@ func (c *core) maybePreempt() {
 		}
 		since, ok := c.healthySince[m.ID]
 		if ok && c.alive(m.ID) && c.now-since >= hold {
-			_ = c.Resign(m.ID)
+			_ = c.resign(m.ID, ReasonPreempted)
 			return
 		}
 	}
 }
 
-func (c *core) Resign(nominee string) error {
+func (c *core) Resign(nominee string) error { return c.resign(nominee, ReasonResigned) }
+
+func (c *core) resign(nominee string, reason Reason) error {
 	if c.role != Leader {
 		return ErrNotLeader
 	}
@@ -646,7 +648,7 @@ func (c *core) Resign(nominee string) error {
 			}
 		}
 	}
-	c.stepDown("resigned")
+	c.stepDown(reason, "")
 	// The nominee's COORDINATOR must find this member willing: it named
 	// the nominee itself, so it does not refuse it as outranked.
 	c.nominee = nominee
@@ -693,7 +695,7 @@ func (c *core) RouteLost(id string) bool {
 		if q := c.quorumSeq(); q < c.leaseSeq {
 			c.leaseSeq = q
 			if at, ok := c.sentAt[q]; !ok || q == 0 || c.now-at >= int64(c.cfg.LeaseTicks) {
-				c.stepDown("lost the route to " + id + ", whose acknowledgement the lease needed")
+				c.stepDown(ReasonRouteLost, id)
 				c.standAfter = c.now + int64(c.backoffTicks())
 			}
 		}
@@ -733,11 +735,11 @@ func (c *core) release(id string) {
 }
 
 // StepDown implements Node.
-func (c *core) StepDown(reason string) {
+func (c *core) StepDown(reason Reason) {
 	if c.role == Follower {
 		return
 	}
-	c.stepDown(reason)
+	c.stepDown(reason, "")
 	c.votes, c.refusals = nil, nil
 	c.alg.reset()
 	c.standAfter = c.now + int64(c.backoffTicks())
@@ -810,7 +812,7 @@ func (c *core) stepHeartbeat(m Message) error {
 		// incarnation, whose counter starts again at 1, for a heartbeat of
 		// the same seq that this member never heard.)
 		c.send(Message{Type: MsgAck, To: m.From, Term: c.hs.Term})
-		c.event(EventStaleTerm, m.From, "heartbeat")
+		c.event(EventStaleTerm, m.From, ReasonStaleHeartbeat)
 		return nil
 	}
 	if m.Term == c.hs.Term && c.role == Leader {
@@ -819,7 +821,7 @@ func (c *core) stepHeartbeat(m Message) error {
 		if c.outranks(c.self.ID, m.From) {
 			return nil
 		}
-		c.stepDown("another leader of the same term outranks us")
+		c.stepDown(ReasonOutranked, "")
 	}
 	c.adoptTerm(m.Term)
 	if c.role == Candidate {
@@ -910,7 +912,7 @@ func (c *core) proclaim() {
 	c.hbSeq++
 	c.proclaimSq = c.hbSeq
 	c.sentAt = map[uint64]int64{c.hbSeq: c.now}
-	c.event(EventElectionStarted, "", "")
+	c.event(EventElectionStarted, "", ReasonNone)
 	c.send(Message{Type: MsgCoordinator, Term: c.hs.Term, Seq: c.hbSeq})
 	if len(c.votes) >= c.quorum {
 		c.becomeLeader()
@@ -936,7 +938,7 @@ func (c *core) resendCoordinator() {
 	c.send(Message{Type: MsgCoordinator, Term: c.hs.Term, Seq: c.proclaimSq})
 }
 
-func (c *core) electionFailed(reason string) {
+func (c *core) electionFailed(reason Reason) {
 	c.event(EventElectionFailed, "", reason)
 	c.role = Follower
 	c.votes, c.refusals = nil, nil
@@ -948,7 +950,7 @@ func (c *core) stepCoordinator(m Message) error {
 		// The current term, for the stale candidate to follow; no seq, so
 		// it counts as no answer to anything.
 		c.send(Message{Type: MsgVote, To: m.From, Term: c.hs.Term})
-		c.event(EventStaleTerm, m.From, "coordinator")
+		c.event(EventStaleTerm, m.From, ReasonStaleCoordinator)
 		return nil
 	}
 	c.markUp(m.From)
@@ -976,7 +978,7 @@ func (c *core) stepCoordinator(m Message) error {
 		if c.role == Leader {
 			c.send(Message{Type: MsgVote, To: m.From, Term: c.hs.Term, Seq: m.Seq})
 		}
-		c.event(EventVoteRefused, m.From, "live leader")
+		c.event(EventVoteRefused, m.From, ReasonLiveLeader)
 		return nil
 	}
 	if c.outranks(c.self.ID, m.From) && c.now >= c.standAfter && m.From != c.nominee {
@@ -984,7 +986,7 @@ func (c *core) stepCoordinator(m Message) error {
 		// and stand ourselves.
 		c.adoptTerm(m.Term)
 		c.send(Message{Type: MsgVote, To: m.From, Term: c.hs.Term, Seq: m.Seq})
-		c.event(EventVoteRefused, m.From, "outranked")
+		c.event(EventVoteRefused, m.From, ReasonOutrankedBy)
 		if c.role != Candidate {
 			c.alg.startElection("")
 		}
@@ -993,7 +995,7 @@ func (c *core) stepCoordinator(m Message) error {
 	c.adoptTerm(m.Term)
 	if c.hs.VotedFor != "" && c.hs.VotedFor != m.From {
 		c.send(Message{Type: MsgVote, To: m.From, Term: c.hs.Term, Seq: m.Seq})
-		c.event(EventVoteRefused, m.From, "already voted in term")
+		c.event(EventVoteRefused, m.From, ReasonAlreadyVoted)
 		return nil
 	}
 	if c.role == Candidate {
@@ -1040,7 +1042,7 @@ func (c *core) stepVote(m Message) error {
 				return nil
 			}
 			if len(c.members)-len(c.refusals) < c.quorum {
-				c.electionFailed("votes refused by too many members")
+				c.electionFailed(ReasonVotesRefused)
 			}
 			return nil
 		}
@@ -1145,9 +1147,9 @@ func (c *core) endPreVote() { c.preVotes = nil }
 // within D of the link healing, instead of after a backoff grown to 30 H
 // while it was cut off (when every member had drawn one, the group had no
 // leader until the first backoff ran out).
-func (c *core) preVoteFailed(reason string) {
+func (c *core) preVoteFailed() {
 	c.endPreVote()
-	c.event(EventElectionFailed, "", "pre-vote: "+reason)
+	c.event(EventElectionFailed, "", ReasonNoPreVotes)
 	c.standAfter = c.now + int64(c.cfg.ElectionTicks)
 }
 

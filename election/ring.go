@@ -301,7 +301,7 @@ func (r *ring) claim(tok ringToken) {
 		// Voted in that term already (for another round, or claimed it
 		// before a restart): that term is spent for this member.
 		r.reset()
-		c.event(EventVoteRefused, c.self.ID, "already voted in the round's term")
+		c.event(EventVoteRefused, c.self.ID, ReasonAlreadyVoted)
 		return
 	}
 	r.reset()
@@ -315,7 +315,7 @@ func (r *ring) claim(tok ringToken) {
 	c.refusals = map[string]bool{}
 	c.voteEnd = c.now + int64(c.cfg.AnswerTicks)
 	c.sentAt = map[uint64]int64{}
-	c.event(EventElectionStarted, "", "")
+	c.event(EventElectionStarted, "", ReasonNone)
 	c.heartbeat()
 	c.proclaimSq = c.hbSeq
 	r.claimed = true
@@ -505,7 +505,7 @@ func (r *ring) stepToken(m Message) error {
 		// A member that hears a leader joins no round; it keeps the token
 		// and joins when it stops hearing the leader, if that is soon.
 		r.pending, r.pendingAt = &tok, c.now
-		c.event(EventVoteRefused, tok.cand, "live leader")
+		c.event(EventVoteRefused, tok.cand, ReasonLiveLeader)
 		return nil
 	}
 	r.handle(tok)

@@ -200,12 +200,89 @@ const (
 	EventVoteRefused                          // a vote was refused (Reason says why)
 )
 
-// Event is one notable transition, for logs and metrics.
+// Event is one notable transition, for logs and metrics. Peer is the member
+// it concerns, if any (the member a vote was refused to, the member whose
+// route closed, the sender of a stale message).
 type Event struct {
 	Kind   EventKind
 	Term   uint64
 	Peer   string
-	Reason string
+	Reason Reason
+}
+
+// Reason says why an event happened: why a leader stepped down, why an
+// election failed, why a vote was refused, what was stale.
+type Reason uint8
+
+// Reasons.
+const (
+	ReasonNone Reason = iota
+	// Step-downs (EventSteppedDown).
+	ReasonResigned       // a planned hand-over asked for (resign, transfer)
+	ReasonPreempted      // a hand-over to a higher-ranked member that was healthy for the hold-down
+	ReasonLeaseExpired   // no quorum acknowledged a heartbeat within the lease
+	ReasonHigherTerm     // a message of a higher term
+	ReasonOutranked      // another leader of the same term outranks this one (island mode)
+	ReasonRouteLost      // the route to a member the lease needed closed, or routes to a quorum did
+	ReasonConnectionLost // this member's own connection to the bus dropped
+	// Failed elections (EventElectionFailed).
+	ReasonNoVotes       // no quorum of votes in time
+	ReasonVotesRefused  // too many members refused
+	ReasonNoPreVotes    // no quorum of pre-votes in time
+	ReasonTermExhausted // the term is at MaxTerm: no higher term to stand in
+	// Refused votes (EventVoteRefused).
+	ReasonLiveLeader   // this member backs a live leader (stickiness)
+	ReasonOutrankedBy  // this member outranks the candidate and stands itself
+	ReasonAlreadyVoted // this member voted for another in that term
+	// Stale messages answered (EventStaleTerm).
+	ReasonStaleHeartbeat
+	ReasonStaleCoordinator
+)
+
+var reasonText = [...]string{
+	ReasonNone:             "",
+	ReasonResigned:         "handing over: resign or transfer",
+	ReasonPreempted:        "handing over: hold-down preemption",
+	ReasonLeaseExpired:     "lease expired: no quorum of acknowledgements",
+	ReasonHigherTerm:       "saw a higher term",
+	ReasonOutranked:        "another leader of the same term outranks this one",
+	ReasonRouteLost:        "lost the route to a member whose acknowledgement the lease needed",
+	ReasonConnectionLost:   "lost its own connection to the bus",
+	ReasonNoVotes:          "no quorum of votes in time",
+	ReasonVotesRefused:     "votes refused by too many members",
+	ReasonNoPreVotes:       "pre-vote: no quorum of pre-votes in time",
+	ReasonTermExhausted:    "term at MaxTerm: no higher term to stand in",
+	ReasonLiveLeader:       "live leader",
+	ReasonOutrankedBy:      "outranked: standing instead",
+	ReasonAlreadyVoted:     "already voted in term",
+	ReasonStaleHeartbeat:   "heartbeat of an older term",
+	ReasonStaleCoordinator: "coordinator of an older term",
+}
+
+var reasonLabel = [...]string{
+	ReasonResigned:       "resigned",
+	ReasonPreempted:      "resigned",
+	ReasonLeaseExpired:   "lease_expired",
+	ReasonHigherTerm:     "higher_term",
+	ReasonRouteLost:      "route_lost",
+	ReasonConnectionLost: "connection_lost",
+}
+
+// String says the reason in words.
+func (r Reason) String() string {
+	if int(r) < len(reasonText) {
+		return reasonText[r]
+	}
+	return fmt.Sprintf("Reason(%d)", uint8(r))
+}
+
+// Label names a step-down reason for metrics: resigned (planned hand-overs),
+// lease_expired, higher_term, route_lost, connection_lost, or other.
+func (r Reason) Label() string {
+	if int(r) < len(reasonLabel) && reasonLabel[r] != "" {
+		return reasonLabel[r]
+	}
+	return "other"
 }
 
 // Node is one member's election state machine. Implementations are
@@ -254,7 +331,7 @@ type Node interface {
 	// hand-over: its agent lost its own connection, or its wall-clock
 	// lease ran out. Nothing is sent; the members elect once they miss its
 	// heartbeats or the bus reports it gone. No-op for a follower.
-	StepDown(reason string)
+	StepDown(reason Reason)
 	// Ready drains the work accumulated since the last call.
 	Ready() Ready
 	// Status is a snapshot of the node's view, for status reports.

@@ -647,19 +647,12 @@ func (w *World) Disconnect(id string) {
 	w.Advisories = append(w.Advisories, Advisory{About: id, Conn: old})
 }
 
-// stepDowner is the core's typed step-down input, where it exists.
-type stepDowner interface{ StepDown(reason string) }
-
 // StepDown makes leader id stop leading without a handover, as its agent
 // does when it loses its own connection. Messages of that step are lost
 // (the connection is down).
 func (w *World) StepDown(id string) {
 	m := w.members[id]
-	if sd, ok := m.node.(stepDowner); ok {
-		sd.StepDown("lost connection")
-	} else {
-		_ = m.node.Resign("")
-	}
+	m.node.StepDown(election.ReasonConnectionLost)
 	n := len(w.Flight)
 	w.collect(m)
 	w.Flight = w.Flight[:n] // sent while disconnected: lost
@@ -679,9 +672,6 @@ func (w *World) Report(to string, a Advisory) {
 }
 
 // --- routes -------------------------------------------------------------------
-
-// routeReporter is the core's input for a route closure, where it exists.
-type routeReporter interface{ RouteLost(id string) bool }
 
 // RouteDown closes the route between a's and b's servers. Messages in flight
 // between them are lost, but those queued returns true for: they had crossed
@@ -731,31 +721,8 @@ func (w *World) ReportRoute(at, peer string) {
 }
 
 func (w *World) reportRoute(at, peer string) {
-	m := w.members[at]
 	w.trace("%s: route to %s lost", at, peer)
-	if rr, ok := m.node.(routeReporter); ok {
-		w.step(at, func(n election.Node) { rr.RouteLost(peer) })
-		return
-	}
-	// The agent before route reports reached the core: a follower whose
-	// leader's server it lost a route to acted as on an advisory; a leader
-	// stepped down only when routes to a quorum were lost.
-	if m.role == election.Leader {
-		routes := 0
-		for _, o := range w.ids {
-			if _, down := w.routeDown[pair(at, o)]; o != at && !down {
-				routes++
-			}
-		}
-		if routes+1 < m.cfg.Quorum || (m.cfg.Quorum == 0 && routes+1 < len(w.ids)/2+1) {
-			w.StepDown(at)
-		}
-		return
-	}
-	if m.leader == peer {
-		lm := w.members[peer]
-		w.step(at, func(n election.Node) { n.LeaderGone(peer, lm.conn) })
-	}
+	w.step(at, func(n election.Node) { n.RouteLost(peer) })
 }
 
 // RouteUp restores the route between a's and b's servers.
