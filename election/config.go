@@ -3,6 +3,8 @@ package election
 import (
 	"errors"
 	"fmt"
+
+	"github.com/edge-agent/edge-agent/election/quorum"
 )
 
 // Preemption is how a higher-ranked member that returns while another leads
@@ -133,4 +135,4 @@ func (c *Config) validate() error {
 }
 
 // Majority returns floor(n/2)+1.
-func Majority(n int) int { return n/2 + 1 }
+func Majority(n int) int { return int(quorum.Majority(n)) }

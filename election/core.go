@@ -2,7 +2,8 @@ package election
 
 import (
 	"fmt"
-	"sort"
+
+	"github.com/edge-agent/edge-agent/election/quorum"
 )
 
 // algorithm is the part of a Node that differs between Bully and Ring: how a
@@ -34,7 +35,7 @@ type core struct {
 	self    Member
 	members []Member // by rank, highest first
 	rankOf  map[string]int
-	quorum  int
+	quorum  quorum.Size
 	alg     algorithm
 
 	hs        HardState
@@ -121,7 +122,7 @@ func newCore(cfg Config) (*core, error) {
 		cfg:      cfg,
 		members:  SortByRank(cfg.Members),
 		rankOf:   make(map[string]int, len(cfg.Members)),
-		quorum:   cfg.Quorum,
+		quorum:   quorum.Size(cfg.Quorum),
 		hs:       cfg.HardState,
 		downAt:   make(map[string]int64, len(cfg.Members)),
 		lastSeen: make(map[string]int64, len(cfg.Members)),
@@ -267,7 +268,7 @@ func (c *core) Ready() Ready {
 }
 
 func (c *core) Status() Status {
-	st := Status{ID: c.self.ID, Role: c.role, Leader: c.leader, Term: c.hs.Term, Quorum: c.quorum}
+	st := Status{ID: c.self.ID, Role: c.role, Leader: c.leader, Term: c.hs.Term, Quorum: int(c.quorum)}
 	for _, m := range c.members {
 		ms := MemberStatus{Member: m, Alive: c.alive(m.ID), TicksSinceSeen: -1}
 		if c.lastSeen[m.ID] >= 0 {
@@ -563,7 +564,7 @@ func (c *core) stepAck(m Message) error {
 		// a heartbeat: a quorum of acknowledgements starts its lease (see
 		// ring.go, claim).
 		c.votes[m.From] = true
-		if len(c.votes) >= c.quorum {
+		if c.quorum.Reached(len(c.votes)) {
 			c.becomeLeader()
 		}
 		return nil
@@ -598,11 +599,7 @@ func (c *core) quorumSeq() uint64 {
 	for _, s := range c.acked {
 		seqs = append(seqs, s)
 	}
-	if len(seqs) < c.quorum {
-		return 0
-	}
-	sort.Slice(seqs, func(i, j int) bool { return seqs[i] > seqs[j] })
-	return seqs[c.quorum-1]
+	return c.quorum.Index(seqs)
 }
 
 // maybePreempt hands leadership to a higher-ranked member that has been
@@ -867,7 +864,7 @@ func (c *core) tryProclaim() {
 	if c.now < c.standAfter || c.preVotes != nil {
 		return
 	}
-	if c.goneConfirmed() || c.quorum <= 1 {
+	if c.goneConfirmed() || c.quorum.Reached(1) {
 		c.proclaim()
 		return
 	}
@@ -914,7 +911,7 @@ func (c *core) proclaim() {
 	c.sentAt = map[uint64]int64{c.hbSeq: c.now}
 	c.event(EventElectionStarted, "", ReasonNone)
 	c.send(Message{Type: MsgCoordinator, Term: c.hs.Term, Seq: c.hbSeq})
-	if len(c.votes) >= c.quorum {
+	if c.quorum.Reached(len(c.votes)) {
 		c.becomeLeader()
 	}
 }
@@ -1041,13 +1038,13 @@ func (c *core) stepVote(m Message) error {
 				c.alg.startElection(m.From)
 				return nil
 			}
-			if len(c.members)-len(c.refusals) < c.quorum {
+			if c.quorum.Vote(len(c.members), len(c.votes), len(c.refusals)) == quorum.Lost {
 				c.electionFailed(ReasonVotesRefused)
 			}
 			return nil
 		}
 		c.votes[m.From] = true
-		if len(c.votes) >= c.quorum {
+		if c.quorum.Reached(len(c.votes)) {
 			c.becomeLeader()
 		}
 	}
@@ -1118,7 +1115,7 @@ func (c *core) startPreVote() {
 		}
 	}
 	clear(c.earlyPre)
-	if len(c.preVotes) >= c.quorum {
+	if c.quorum.Reached(len(c.preVotes)) {
 		c.proclaim()
 		return
 	}
@@ -1205,7 +1202,7 @@ func (c *core) stepPreVoteReply(m Message) error {
 			return nil
 		}
 		c.preVotes[m.From] = true
-		if len(c.preVotes) >= c.quorum {
+		if c.quorum.Reached(len(c.preVotes)) {
 			c.proclaim()
 		}
 		return nil

@@ -224,7 +224,7 @@ func (r *ring) next(tok ringToken, failed map[string]bool) (next string, circle 
 // route decides what this member, holding tok, does with it.
 func (r *ring) route(tok ringToken, failed map[string]bool) {
 	c := r.c
-	quorate := len(tok.voters)+1 >= c.quorum
+	quorate := c.quorum.Reached(len(tok.voters) + 1)
 	if tok.cand != c.self.ID {
 		// A voter holds it: the token climbs from here to the candidate,
 		// collecting votes, and goes to the candidate once they suffice.
@@ -319,7 +319,7 @@ func (r *ring) claim(tok ringToken) {
 	c.heartbeat()
 	c.proclaimSq = c.hbSeq
 	r.claimed = true
-	if len(c.votes) >= c.quorum {
+	if c.quorum.Reached(len(c.votes)) {
 		c.becomeLeader()
 	}
 }
@@ -521,7 +521,7 @@ func (r *ring) handle(tok ringToken) bool {
 		// Our own token, back: decided, or without a quorum yet (a voter
 		// raised the term) to go round once more.
 		switch {
-		case len(tok.voters)+1 >= c.quorum:
+		case c.quorum.Reached(len(tok.voters) + 1):
 			r.win(tok)
 		case r.phase == ringCandidate && r.round == tok.ringRound:
 			r.route(tok, map[string]bool{})
