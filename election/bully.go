@@ -31,6 +31,10 @@ func (b *bully) busy() bool      { return b.phase != bullyIdle }
 func (b *bully) deadline() int64 { return b.until }
 func (b *bully) reset()          { b.phase, b.expect = bullyIdle, "" }
 
+// leaderReleased implements algorithm: Bully holds nothing back (a kept
+// COORDINATOR is the core's pending request).
+func (b *bully) leaderReleased() bool { return false }
+
 func (b *bully) wait(p bullyPhase, expect string, ticks int) {
 	b.phase, b.expect, b.until = p, expect, b.c.now+int64(ticks)
 }

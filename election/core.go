@@ -26,6 +26,11 @@ type algorithm interface {
 	reset()
 	// busy reports whether an election of the algorithm is in progress.
 	busy() bool
+	// leaderReleased is called whenever the node stops backing its leader;
+	// an algorithm that held election messages back meanwhile (Ring keeps
+	// tokens) handles them now. It reports whether the node joined an
+	// election on what it held.
+	leaderReleased() bool
 }
 
 // core holds the state both algorithms share. It is the Node; the algorithm
@@ -94,6 +99,10 @@ type core struct {
 	voteEnd    int64
 	proclaimAt int64
 	proclaimSq uint64
+	// announced: this candidate won a Ring round and announced itself with
+	// a heartbeat (see stand); it counts acknowledgements of that heartbeat,
+	// never votes, and has no COORDINATOR to repeat.
+	announced bool
 
 	// Leader side.
 	hbSeq        uint64
@@ -309,7 +318,7 @@ func (c *core) Tick() {
 	case Candidate:
 		if c.now >= c.voteEnd {
 			c.electionFailed(ReasonNoVotes)
-		} else if !c.claimed() && (c.now-c.proclaimAt)%int64(c.cfg.HeartbeatTicks) == 0 {
+		} else if !c.announced && (c.now-c.proclaimAt)%int64(c.cfg.HeartbeatTicks) == 0 {
 			c.resendCoordinator()
 		}
 	default:
@@ -346,7 +355,7 @@ func (c *core) NextTick() int {
 		}
 	case Candidate:
 		at(c.voteEnd)
-		if !c.claimed() {
+		if !c.announced {
 			at(c.now + int64(c.cfg.HeartbeatTicks) - (c.now-c.proclaimAt)%int64(c.cfg.HeartbeatTicks))
 		}
 	default:
@@ -416,24 +425,11 @@ func (c *core) tickFollower() {
 	c.alg.startElection("")
 }
 
-// leaderReleaser is implemented by an algorithm that holds election
-// messages back while a leader is heard (Ring keeps tokens: see ring.go).
-// votePending calls leaderReleased whenever the node stops hearing its
-// leader; it reports whether the node joined an election on what it held.
-type leaderReleaser interface{ leaderReleased() bool }
-
-// announcer is implemented by an algorithm whose winner announces itself
-// with a heartbeat instead of proclaiming with a COORDINATOR (Ring: see
-// ring.go, claim). While announced reports true, the candidate becomes leader
-// on acknowledgements of that heartbeat; a proclaiming candidate counts only
-// votes, never acknowledgements.
-type announcer interface{ announced() bool }
-
 // votePending grants a vote deferred while a leader was still heard, now
 // that it is not, if the request is still fresh. It reports whether a vote
 // was granted.
 func (c *core) votePending() bool {
-	if rel, ok := c.alg.(leaderReleaser); ok && rel.leaderReleased() {
+	if c.alg.leaderReleased() {
 		return true
 	}
 	if c.pending == nil {
@@ -559,7 +555,7 @@ func (c *core) stepAck(m Message) error {
 	if m.Term < c.hs.Term {
 		return fmt.Errorf("%w: ack of term %d in term %d", ErrStaleTerm, m.Term, c.hs.Term)
 	}
-	if a, ok := c.alg.(announcer); ok && a.announced() && c.role == Candidate && m.Seq == c.proclaimSq && m.Seq > c.cutOff[m.From] {
+	if c.announced && c.role == Candidate && m.Seq == c.proclaimSq && m.Seq > c.cutOff[m.From] {
 		// A Ring winner holds its votes already and announced itself with
 		// a heartbeat: a quorum of acknowledgements starts its lease (see
 		// ring.go, claim).
@@ -897,31 +893,44 @@ func (c *core) proclaim() {
 	if c.termExhausted() {
 		return
 	}
+	c.stand(c.hs.Term+1, false)
+}
+
+// stand makes this node a candidate in term, which is above its own or its
+// own without a vote: it votes for itself, persisted before anything is
+// sent. Without announce it asks every member for a vote with a COORDINATOR
+// and becomes leader on a quorum of votes. With announce it holds a quorum's
+// votes already (a Ring round) and announces itself with a heartbeat instead;
+// it becomes leader on a quorum of acknowledgements of that heartbeat, which
+// also dates its lease (the votes were cast at times it does not know).
+func (c *core) stand(term uint64, announce bool) {
+	c.alg.reset()
+	c.pending = nil
+	c.endPreVote()
 	c.goneAt = neverTick
-	c.hs = HardState{Term: c.hs.Term + 1, VotedFor: c.self.ID}
+	c.adoptTerm(term)
+	c.hs.VotedFor = c.self.ID
 	c.hsChanged = true
 	c.role = Candidate
+	c.announced = announce
 	c.setLeader("")
 	c.votes = map[string]bool{c.self.ID: true}
 	c.refusals = map[string]bool{}
 	c.voteEnd = c.now + int64(c.cfg.AnswerTicks)
 	c.proclaimAt = c.now
-	c.hbSeq++
-	c.proclaimSq = c.hbSeq
-	c.sentAt = map[uint64]int64{c.hbSeq: c.now}
+	c.sentAt = map[uint64]int64{}
 	c.event(EventElectionStarted, "", ReasonNone)
-	c.send(Message{Type: MsgCoordinator, Term: c.hs.Term, Seq: c.hbSeq})
+	if announce {
+		c.heartbeat()
+	} else {
+		c.hbSeq++
+		c.sentAt[c.hbSeq] = c.now
+		c.send(Message{Type: MsgCoordinator, Term: c.hs.Term, Seq: c.hbSeq})
+	}
+	c.proclaimSq = c.hbSeq
 	if c.quorum.Reached(len(c.votes)) {
 		c.becomeLeader()
 	}
-}
-
-// claimed reports whether this candidate announced itself with a heartbeat
-// after a Ring round (it then counts acknowledgements, not votes, and has
-// no COORDINATOR to repeat).
-func (c *core) claimed() bool {
-	a, ok := c.alg.(announcer)
-	return ok && a.announced()
 }
 
 // resendCoordinator repeats the vote request every H while the votes are

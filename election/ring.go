@@ -78,10 +78,6 @@ type ring struct {
 	round  ringRound // ringCandidate: our round
 	won    ringToken // ringWon: the decided token
 	wonEnd int64     // ringWon: give the win up after this tick
-	// claimed: this member won a round and announced itself; the core
-	// counts acknowledgements of that heartbeat (announced). Cleared by
-	// reset, which both becoming leader and proclaiming call.
-	claimed bool
 
 	// pending is a token received while a leader was heard, kept until the
 	// leader is no longer heard (leaderReleased) if that comes soon.
@@ -116,10 +112,8 @@ func (r *ring) deadline() int64 {
 }
 
 func (r *ring) reset() {
-	r.phase, r.expect, r.champ, r.hops, r.pending, r.claimed = ringIdle, "", "", nil, nil, false
+	r.phase, r.expect, r.champ, r.hops, r.pending = ringIdle, "", "", nil, nil
 }
-
-func (r *ring) announced() bool { return r.claimed }
 
 func (r *ring) setPhase(p ringPhase, until int64) { r.phase, r.until = p, until }
 
@@ -304,24 +298,7 @@ func (r *ring) claim(tok ringToken) {
 		c.event(EventVoteRefused, c.self.ID, ReasonAlreadyVoted)
 		return
 	}
-	r.reset()
-	c.adoptTerm(tok.term)
-	c.hs.VotedFor = c.self.ID
-	c.hsChanged = true
-	c.pending = nil
-	c.role = Candidate
-	c.setLeader("")
-	c.votes = map[string]bool{c.self.ID: true} // acknowledgements of the announcement
-	c.refusals = map[string]bool{}
-	c.voteEnd = c.now + int64(c.cfg.AnswerTicks)
-	c.sentAt = map[uint64]int64{}
-	c.event(EventElectionStarted, "", ReasonNone)
-	c.heartbeat()
-	c.proclaimSq = c.hbSeq
-	r.claimed = true
-	if c.quorum.Reached(len(c.votes)) {
-		c.becomeLeader()
-	}
+	c.stand(tok.term, true)
 }
 
 func (r *ring) roundFailed() {
