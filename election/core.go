@@ -94,10 +94,10 @@ type core struct {
 	earlyPre   map[string]pendingMsg
 
 	// Candidate side.
-	votes      map[string]bool
+	votes      map[string]uint64 // voter -> seq of the request it granted (itself: the latest sent)
 	refusals   map[string]bool
 	voteEnd    int64
-	proclaimAt int64
+	resentAt   int64 // tick the COORDINATOR was last sent
 	proclaimSq uint64
 	// announced: this candidate won a Ring round and announced itself with
 	// a heartbeat (see stand); it counts acknowledgements of that heartbeat,
@@ -106,7 +106,7 @@ type core struct {
 
 	// Leader side.
 	hbSeq        uint64
-	hbElapsed    int
+	hbAt         int64 // tick of the last heartbeat sent
 	sentAt       map[uint64]int64 // heartbeat/coordinator seq -> tick sent
 	acked        map[string]uint64
 	ackedAt      map[string]int64
@@ -310,89 +310,139 @@ func (c *core) alive(id string) bool {
 	return ls >= 0 && c.now-ls < int64(c.cfg.ElectionTicks)
 }
 
-func (c *core) Tick() {
-	c.now++
-	switch c.role {
-	case Leader:
-		c.tickLeader()
-	case Candidate:
-		if c.now >= c.voteEnd {
-			c.electionFailed(ReasonNoVotes)
-		} else if !c.announced && (c.now-c.proclaimAt)%int64(c.cfg.HeartbeatTicks) == 0 {
-			c.resendCoordinator()
-		}
-	default:
-		c.tickFollower()
-	}
-}
+// timer names one of the core's timeouts. Every timeout is a deadline in
+// ticks, derived from the state by deadlines; Tick fires those that are due,
+// NextTick returns the earliest, and every input fires those it made due, so
+// that what an input makes possible happens at once rather than at the next
+// tick. The order is the order in which timers due at the same tick fire.
+type timer uint8
 
-// NextTick implements Node. It mirrors Tick: every condition Tick tests
-// becomes true no earlier than the tick returned here. The sim checks it
-// after every step (sim_test.go: a member asleep until its NextTick must
-// not act).
-func (c *core) NextTick() int {
-	next := int64(1<<62 - 1)
-	at := func(t int64) { next = min(next, max(t, c.now+1)) }
+const (
+	tHeartbeat  timer = iota // leader: send the next heartbeat
+	tLease                   // leader: no quorum acknowledged a heartbeat within the lease
+	tPreempt                 // leader: a higher-ranked member was healthy for the hold-down
+	tVotes                   // candidate: the votes did not come in time
+	tResend                  // candidate: repeat the COORDINATOR (a lossy link)
+	tSuspect                 // follower: the backed leader was silent for D
+	tPreVoteEnd              // follower: the pre-votes did not come in time
+	tPreVoteAsk              // follower: ask for pre-votes (again)
+	tAlgorithm               // follower: the algorithm's phase timed out
+	tStand                   // follower: the backoff ended; stand
+	numTimers
+)
+
+// never is a deadline that does not come.
+const never = int64(1<<62 - 1)
+
+// deadlines derives every timer's deadline from the state (never when the
+// timer is not armed). It is the only place that knows when the core acts
+// without an input.
+func (c *core) deadlines() (d [numTimers]int64) {
+	for i := range d {
+		d[i] = never
+	}
+	h := int64(c.cfg.HeartbeatTicks)
 	switch c.role {
 	case Leader:
-		at(c.now + int64(c.cfg.HeartbeatTicks-c.hbElapsed))
-		at(c.sentAt[c.leaseSeq] + int64(c.cfg.LeaseTicks))
-		if c.cfg.Preemption != PreemptNever {
-			hold := int64(c.cfg.HoldDownTicks)
-			if c.cfg.Preemption == PreemptImmediate {
-				hold = 0
-			}
-			for _, m := range c.members {
-				if m.ID == c.self.ID {
-					break
-				}
-				// A member that is not alive now becomes alive only by
-				// acknowledging: a Step, after which the caller asks again.
-				if since, ok := c.healthySince[m.ID]; ok && c.alive(m.ID) {
-					at(since + hold)
-				}
-			}
-		}
+		d[tHeartbeat] = c.hbAt + h
+		d[tLease] = c.sentAt[c.leaseSeq] + int64(c.cfg.LeaseTicks)
+		d[tPreempt] = c.preemptAt()
 	case Candidate:
-		at(c.voteEnd)
+		d[tVotes] = c.voteEnd
 		if !c.announced {
-			at(c.now + int64(c.cfg.HeartbeatTicks) - (c.now-c.proclaimAt)%int64(c.cfg.HeartbeatTicks))
+			d[tResend] = c.resentAt + h
 		}
 	default:
-		if c.leaderLive() {
-			at(c.lastLeaderContact + int64(c.cfg.ElectionTicks))
-			if c.alg.busy() {
-				at(c.alg.deadline())
-			}
-			break
+		if !c.released && (c.leaderLive() || c.leader != "" || c.pending != nil || len(c.pendingPre) > 0) {
+			// Backing a leader; or the silence just began and what was kept
+			// while it was heard waits for the suspicion to be handled.
+			d[tSuspect] = c.lastLeaderContact + int64(c.cfg.ElectionTicks)
 		}
 		switch {
-		case c.leader != "" || c.pending != nil || len(c.pendingPre) > 0:
-			at(c.now + 1)
-		case c.preVotes != nil:
-			if c.preVoteAsk > c.now {
-				at(c.preVoteAsk)
-			} else {
-				h := int64(c.cfg.HeartbeatTicks)
-				at(c.now + h - (c.now-c.preVoteAsk)%h)
+		case c.leaderLive():
+			if c.alg.busy() {
+				d[tAlgorithm] = c.alg.deadline()
 			}
-			at(c.preVoteEnd)
+		case c.preVotes != nil:
+			d[tPreVoteEnd] = c.preVoteEnd
+			d[tPreVoteAsk] = c.preVoteAsk
 		case c.alg.busy():
-			at(c.alg.deadline())
+			d[tAlgorithm] = c.alg.deadline()
 		default:
-			at(c.standAfter)
+			d[tStand] = c.standAfter
 		}
 	}
-	return int(min(next-c.now, 1<<30))
+	return d
 }
 
-func (c *core) tickFollower() {
-	if c.leaderLive() {
-		if c.alg.busy() && c.now >= c.alg.deadline() {
-			c.alg.onDeadline()
-		}
-		return
+// fire runs the timer t, which is due.
+func (c *core) fire(t timer) {
+	switch t {
+	case tHeartbeat:
+		c.heartbeat()
+	case tLease:
+		c.stepDown(ReasonLeaseExpired, "")
+		c.standAfter = c.now + int64(c.backoffTicks())
+	case tPreempt:
+		c.maybePreempt()
+	case tVotes:
+		c.electionFailed(ReasonNoVotes)
+	case tResend:
+		c.resendCoordinator()
+	case tSuspect:
+		c.suspectLeader()
+	case tPreVoteEnd:
+		c.preVoteFailed()
+	case tPreVoteAsk:
+		// Asked, and asked again every H while the answer window lasts
+		// (only when answer_timeout is longer than H: a lossy link), as a
+		// candidate repeats its COORDINATOR.
+		c.preVoteAsk = c.now + int64(c.cfg.HeartbeatTicks)
+		c.send(Message{Type: MsgPreVote, Term: c.hs.Term + 1, Seq: c.preVoteSq})
+	case tAlgorithm:
+		c.alg.onDeadline()
+	case tStand:
+		c.alg.startElection("")
 	}
+}
+
+// fireDue fires every timer that is due now, in timer order, deriving the
+// deadlines again after each (a timer's handler moves its own deadline on,
+// and may make another one due).
+func (c *core) fireDue() {
+	for range 4 * numTimers {
+		d := c.deadlines()
+		due := numTimers
+		for t := timer(0); t < numTimers; t++ {
+			if d[t] <= c.now {
+				due = t
+				break
+			}
+		}
+		if due == numTimers {
+			return
+		}
+		c.fire(due)
+	}
+}
+
+func (c *core) Tick() {
+	c.now++
+	c.fireDue()
+}
+
+// NextTick implements Node: the earliest deadline.
+func (c *core) NextTick() int {
+	next := never
+	for _, t := range c.deadlines() {
+		next = min(next, t)
+	}
+	return int(min(max(next-c.now, 1), 1<<30))
+}
+
+// suspectLeader runs when the backed leader has been silent for D: the
+// member now suspects it, and grants what it kept back while it heard it.
+func (c *core) suspectLeader() {
 	if c.leader != "" {
 		c.markDown(c.leader) // the member we now suspect
 		c.setLeader("")
@@ -401,28 +451,6 @@ func (c *core) tickFollower() {
 		return
 	}
 	c.preVotePending()
-	if c.preVotes != nil {
-		switch {
-		case c.now >= c.preVoteEnd:
-			c.preVoteFailed()
-		case c.now >= c.preVoteAsk && (c.now-c.preVoteAsk)%int64(c.cfg.HeartbeatTicks) == 0:
-			// Asked, and asked again every H while the answer window lasts
-			// (only when answer_timeout is longer than H: a lossy link),
-			// as a candidate repeats its COORDINATOR.
-			c.send(Message{Type: MsgPreVote, Term: c.hs.Term + 1, Seq: c.preVoteSq})
-		}
-		return
-	}
-	if c.alg.busy() {
-		if c.now >= c.alg.deadline() {
-			c.alg.onDeadline()
-		}
-		return
-	}
-	if c.now < c.standAfter {
-		return
-	}
-	c.alg.startElection("")
 }
 
 // votePending grants a vote deferred while a leader was still heard, now
@@ -444,23 +472,10 @@ func (c *core) votePending() bool {
 	return c.leaderLive()
 }
 
-func (c *core) tickLeader() {
-	c.hbElapsed++
-	if c.hbElapsed >= c.cfg.HeartbeatTicks {
-		c.heartbeat()
-	}
-	if c.now-c.sentAt[c.leaseSeq] >= int64(c.cfg.LeaseTicks) {
-		c.stepDown(ReasonLeaseExpired, "")
-		c.standAfter = c.now + int64(c.backoffTicks())
-		return
-	}
-	c.maybePreempt()
-}
-
 // --- leader ----------------------------------------------------------------
 
 func (c *core) heartbeat() {
-	c.hbElapsed = 0
+	c.hbAt = c.now
 	// Forget the heartbeats too old to date a lease: the lease falls back
 	// to an older one only when a member's acknowledgements stop counting
 	// (RouteLost), and only within LeaseTicks.
@@ -493,14 +508,17 @@ func (c *core) becomeLeader() {
 	c.acked = make(map[string]uint64, len(c.members))
 	c.ackedAt = make(map[string]int64, len(c.members))
 	c.healthySince = make(map[string]int64, len(c.members))
-	for id := range c.votes {
+	for id, seq := range c.votes {
 		if id != c.self.ID {
-			c.acked[id] = c.proclaimSq
+			c.acked[id] = seq
 			c.ackedAt[id] = c.now
 			c.healthySince[id] = c.now
 		}
 	}
-	c.leaseSeq = c.proclaimSq
+	// The lease runs from the newest request that a quorum answered: each
+	// vote echoes the seq of the COORDINATOR it answered (a repeat has a
+	// seq of its own), and a voter backs this member from when it got it.
+	c.leaseSeq = c.quorumSeq()
 	c.votes, c.refusals = nil, nil
 	c.event(EventElectionWon, "", ReasonNone)
 	c.setLeader(c.self.ID)
@@ -559,7 +577,7 @@ func (c *core) stepAck(m Message) error {
 		// A Ring winner holds its votes already and announced itself with
 		// a heartbeat: a quorum of acknowledgements starts its lease (see
 		// ring.go, claim).
-		c.votes[m.From] = true
+		c.votes[m.From] = m.Seq
 		if c.quorum.Reached(len(c.votes)) {
 			c.becomeLeader()
 		}
@@ -598,6 +616,30 @@ func (c *core) quorumSeq() uint64 {
 	return c.quorum.Index(seqs)
 }
 
+// preemptAt is when maybePreempt may next hand over: the earliest tick at
+// which a higher-ranked member, alive now, will have been healthy for the
+// hold-down (never under PreemptNever). A member not alive now becomes
+// alive only by acknowledging: an input, after which this is derived again.
+func (c *core) preemptAt() int64 {
+	at := never
+	if c.cfg.Preemption == PreemptNever {
+		return at
+	}
+	hold := int64(c.cfg.HoldDownTicks)
+	if c.cfg.Preemption == PreemptImmediate {
+		hold = 0
+	}
+	for _, m := range c.members {
+		if m.ID == c.self.ID {
+			break
+		}
+		if since, ok := c.healthySince[m.ID]; ok && c.alive(m.ID) {
+			at = min(at, since+hold)
+		}
+	}
+	return at
+}
+
 // maybePreempt hands leadership to a higher-ranked member that has been
 // healthy long enough, under the hold-down and immediate policies.
 func (c *core) maybePreempt() {
@@ -620,7 +662,13 @@ func (c *core) maybePreempt() {
 	}
 }
 
-func (c *core) Resign(nominee string) error { return c.resign(nominee, ReasonResigned) }
+func (c *core) Resign(nominee string) error {
+	if err := c.resign(nominee, ReasonResigned); err != nil {
+		return err
+	}
+	c.fireDue()
+	return nil
+}
 
 func (c *core) resign(nominee string, reason Reason) error {
 	if c.role != Leader {
@@ -666,11 +714,20 @@ func (c *core) LeaderGone(id, conn string) bool {
 	}
 	c.goneAt, c.goneTerm = c.now, c.hs.Term
 	c.release(id)
+	c.fireDue()
 	return true
 }
 
 // RouteLost implements Node.
 func (c *core) RouteLost(id string) bool {
+	acted := c.routeLost(id)
+	if acted {
+		c.fireDue()
+	}
+	return acted
+}
+
+func (c *core) routeLost(id string) bool {
 	if id == c.self.ID || !c.isMember(id) {
 		return false
 	}
@@ -695,7 +752,7 @@ func (c *core) RouteLost(id string) bool {
 		return true
 	case Candidate:
 		c.cutOff[id] = c.hbSeq
-		if !c.votes[id] {
+		if _, ok := c.votes[id]; !ok {
 			return false
 		}
 		delete(c.votes, id)
@@ -736,6 +793,7 @@ func (c *core) StepDown(reason Reason) {
 	c.votes, c.refusals = nil, nil
 	c.alg.reset()
 	c.standAfter = c.now + int64(c.backoffTicks())
+	c.fireDue()
 }
 
 // --- follower and candidate -------------------------------------------------
@@ -761,6 +819,7 @@ func (c *core) Step(m Message) error {
 		return err
 	}
 	c.lastSeen[m.From] = c.now
+	c.fireDue()
 	return nil
 }
 
@@ -914,10 +973,10 @@ func (c *core) stand(term uint64, announce bool) {
 	c.role = Candidate
 	c.announced = announce
 	c.setLeader("")
-	c.votes = map[string]bool{c.self.ID: true}
+	c.votes = map[string]uint64{}
 	c.refusals = map[string]bool{}
 	c.voteEnd = c.now + int64(c.cfg.AnswerTicks)
-	c.proclaimAt = c.now
+	c.resentAt = c.now
 	c.sentAt = map[uint64]int64{}
 	c.event(EventElectionStarted, "", ReasonNone)
 	if announce {
@@ -928,6 +987,7 @@ func (c *core) stand(term uint64, announce bool) {
 		c.send(Message{Type: MsgCoordinator, Term: c.hs.Term, Seq: c.hbSeq})
 	}
 	c.proclaimSq = c.hbSeq
+	c.votes[c.self.ID] = c.hbSeq
 	if c.quorum.Reached(len(c.votes)) {
 		c.becomeLeader()
 	}
@@ -935,13 +995,19 @@ func (c *core) stand(term uint64, announce bool) {
 
 // resendCoordinator repeats the vote request every H while the votes are
 // not in (only when the answer timeout is longer than H: a lossy link). It
-// is the same request, same term and seq: a member that granted it grants
-// it again, and the lease still runs from the first send (the agent dates a
-// seq by its first send only). On a link that loses 30% of the messages each
-// way, one request and its vote get through about half the time; eight tries
-// in a 4 s answer timeout almost always do.
+// is the same request in the same term, under a seq of its own: a member
+// that granted it grants it again, echoing that seq, and the lease runs from
+// the newest repeat a quorum answered (dating it from the first send, a
+// repeat answered after LeaseTicks won an election with its lease already
+// over). On a link that loses 30% of the messages each way, one request and
+// its vote get through about half the time; eight tries in a 4 s answer
+// timeout almost always do.
 func (c *core) resendCoordinator() {
-	c.send(Message{Type: MsgCoordinator, Term: c.hs.Term, Seq: c.proclaimSq})
+	c.resentAt = c.now
+	c.hbSeq++
+	c.sentAt[c.hbSeq] = c.now
+	c.votes[c.self.ID] = c.hbSeq
+	c.send(Message{Type: MsgCoordinator, Term: c.hs.Term, Seq: c.hbSeq})
 }
 
 func (c *core) electionFailed(reason Reason) {
@@ -1035,8 +1101,8 @@ func (c *core) stepVote(m Message) error {
 			c.noteAck(m.From, m.Seq)
 		}
 	case Candidate:
-		if m.Seq != c.proclaimSq || (m.Granted && m.Seq <= c.cutOff[m.From]) {
-			return nil // another request's, or sent before the route to its voter closed
+		if m.Seq < c.proclaimSq || m.Seq > c.hbSeq || (m.Granted && m.Seq <= c.cutOff[m.From]) {
+			return nil // another candidacy's, or answers a request sent before the route to its voter closed
 		}
 		if !m.Granted {
 			c.refusals[m.From] = true
@@ -1052,7 +1118,7 @@ func (c *core) stepVote(m Message) error {
 			}
 			return nil
 		}
-		c.votes[m.From] = true
+		c.votes[m.From] = max(c.votes[m.From], m.Seq)
 		if c.quorum.Reached(len(c.votes)) {
 			c.becomeLeader()
 		}
