@@ -106,7 +106,7 @@ type core struct {
 
 	// Leader side.
 	hbSeq        uint64
-	hbAt         int64 // tick of the last heartbeat sent
+	hbAt         int64            // tick of the last heartbeat sent
 	sentAt       map[uint64]int64 // heartbeat/coordinator seq -> tick sent
 	acked        map[string]uint64
 	ackedAt      map[string]int64
