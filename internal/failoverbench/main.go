@@ -60,6 +60,7 @@ type options struct {
 	algorithm string
 	jsonPath  string
 	cluster   bool
+	serverBin string
 	settle    time.Duration
 	logPath   string
 }
@@ -74,6 +75,7 @@ func main() {
 	flag.DurationVar(&o.poll, "poll", time.Millisecond, "status polling interval")
 	flag.BoolVar(&o.verbose, "v", false, "print the agents' logs")
 	flag.StringVar(&o.logPath, "log", "", "write the agents' debug logs to this file (to look into a slow trial afterwards)")
+	flag.StringVar(&o.serverBin, "nats-server", "", "run the bus as this nats-server binary (e.g. Debian's /usr/bin/nats-server) instead of the embedded library")
 	flag.BoolVar(&o.fast, "fast", false, "give the agents system-account access: crash failover on the server's disconnect advisories")
 	flag.StringVar(&o.algorithm, "algorithm", "bully", "election algorithm of the agents (bully or ring)")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the samples to this file (benchresult JSON, for make bench)")
@@ -182,7 +184,16 @@ func run(o options) error {
 		} else {
 			args = append(args, "--fast-failover=false")
 		}
-		ns, err := start()
+		var ns interface {
+			ClientURL() string
+			Shutdown()
+		}
+		if o.serverBin != "" {
+			ns, err = harness.StartExternalNATS(o.serverBin, dir)
+			bus = "one nats-server (" + o.serverBin + ")"
+		} else {
+			ns, err = start()
+		}
 		if err != nil {
 			return err
 		}
