@@ -117,6 +117,9 @@ func (c *Config) validate() error {
 	if c.HoldDownTicks < 0 {
 		return errors.New("election: HoldDownTicks must not be negative")
 	}
+	if c.HardState.Term > MaxTerm {
+		return fmt.Errorf("election: persisted term %d is above MaxTerm %d", c.HardState.Term, MaxTerm)
+	}
 	if c.HardState.VotedFor != "" && !seen[c.HardState.VotedFor] {
 		return fmt.Errorf("election: persisted vote for %q, who is not a member", c.HardState.VotedFor)
 	}

@@ -460,6 +460,25 @@ func (c *core) stepDown(reason string) {
 // neverTick is a tick long before any other.
 const neverTick = -1 << 60
 
+// MaxTerm is the highest term a node adopts, persists or stands in. Step
+// refuses a message of a higher term before it changes anything, and a node
+// at MaxTerm no longer stands (its term cannot grow), so term+1 never wraps
+// and no term above MaxTerm is ever sent or persisted. Honest elections raise
+// the term by one at a time: only forged or corrupt terms come near it.
+const MaxTerm uint64 = 1 << 62
+
+// termExhausted reports whether this node's term is at MaxTerm, so that it
+// cannot stand; it then reports the failed attempt and waits D before the
+// next one.
+func (c *core) termExhausted() bool {
+	if c.hs.Term < MaxTerm {
+		return false
+	}
+	c.event(EventElectionFailed, "", "term at MaxTerm: no higher term to stand in")
+	c.standAfter = c.now + int64(c.cfg.ElectionTicks)
+	return true
+}
+
 func (c *core) stepAck(m Message) error {
 	if m.Term > c.hs.Term {
 		c.adoptTerm(m.Term)
@@ -603,6 +622,9 @@ func (c *core) Step(m Message) error {
 	if m.Term == 0 && !preTermType(m.Type) {
 		return fmt.Errorf("%w: term 0", ErrBadMessage)
 	}
+	if m.Term > MaxTerm {
+		return fmt.Errorf("%w: term %d above MaxTerm", ErrBadMessage, m.Term)
+	}
 	c.lastSeen[m.From] = c.now
 	switch m.Type {
 	case MsgHeartbeat:
@@ -718,6 +740,9 @@ func (c *core) proclaim() {
 	c.alg.reset()
 	c.pending = nil
 	c.endPreVote()
+	if c.termExhausted() {
+		return
+	}
 	c.goneConfirmed = false
 	c.hs = HardState{Term: c.hs.Term + 1, VotedFor: c.self.ID}
 	c.hsChanged = true
@@ -917,6 +942,9 @@ type pendingMsg struct {
 // textbook ELECTION/OK exchange). That keeps a failover at three messages
 // per member (suspicion, COORDINATOR, vote), as without pre-votes.
 func (c *core) startPreVote() {
+	if c.termExhausted() {
+		return
+	}
 	c.preVoteSq++
 	c.preVotes = map[string]bool{c.self.ID: true}
 	for id, p := range c.earlyPre {
@@ -939,7 +967,7 @@ func (c *core) startPreVote() {
 // and proclaims without pre-votes) or when the leader resigned (its nominee
 // proclaims at once).
 func (c *core) suspect(expected string) {
-	if expected == c.self.ID || c.goneConfirmed || c.leaderResigned || c.leaderLive() {
+	if expected == c.self.ID || c.goneConfirmed || c.leaderResigned || c.leaderLive() || c.hs.Term >= MaxTerm {
 		return
 	}
 	c.send(Message{Type: MsgPreVoteReply, To: expected, Term: c.hs.Term + 1, Granted: true})

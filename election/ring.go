@@ -242,6 +242,10 @@ func (r *ring) startElection(expected string) {
 // initiate starts a round with this member as initiator and candidate.
 func (r *ring) initiate() {
 	c := r.c
+	if c.termExhausted() {
+		r.phase, r.champ, r.expect = ringIdle, "", ""
+		return
+	}
 	r.seq++
 	tok := ringToken{ringRound: ringRound{c.self.ID, r.seq}, term: c.hs.Term + 1, cand: c.self.ID}
 	r.candidate(tok)
@@ -641,6 +645,9 @@ func (r *ring) handle(tok ringToken) bool {
 		}
 		// Climbing: take the candidacy over, in a term this member has not
 		// used yet (it votes for itself only when it wins).
+		if c.hs.Term >= MaxTerm {
+			return false // no higher term to stand in
+		}
 		tok.term = max(tok.term, c.hs.Term+1)
 		tok.cand = self
 		r.candidate(tok)
@@ -654,6 +661,9 @@ func (r *ring) handle(tok ringToken) bool {
 	if !(c.hs.Term < tok.term || (c.hs.Term == tok.term && (c.hs.VotedFor == "" || c.hs.VotedFor == tok.cand))) {
 		tok.term = c.hs.Term
 		if c.hs.VotedFor != "" && c.hs.VotedFor != tok.cand {
+			if tok.term >= MaxTerm {
+				return false // no term left to vote in
+			}
 			tok.term++
 		}
 		tok.voters = nil
