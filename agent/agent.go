@@ -98,6 +98,7 @@ type Agent struct {
 	transport Transport
 	store     Store
 	node      election.Node
+	signer    *Signing // with signing_seed: signs election and control messages
 
 	start time.Time // monotonic base for the lease
 
@@ -107,6 +108,7 @@ type Agent struct {
 	term        atomic.Uint64
 	leaderID    atomic.Value // string
 	lastLoopRun atomic.Int64 // nanoseconds since start
+	termJumpLog *limiter     // loop-owned
 
 	mu       sync.Mutex
 	snapshot election.Status
@@ -166,6 +168,8 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		leaderConn: map[string]string{},
 		disc:       make(chan struct{}, 1),
 		noFast:     cfg.DisableFastFailover,
+		// One warning about refused term jumps per minute (ten at once).
+		termJumpLog: newLimiter(1.0/60, 10, 1),
 	}
 	a.leaderID.Store("")
 	for _, o := range opts {
@@ -202,7 +206,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		LeaseTicks:    int((cfg.Lease+tick-1)/tick) + 1,
 		AnswerTicks:   int((cfg.AnswerTimeout + tick - 1) / tick),
 		HoldDownTicks: int(cfg.HoldDown / tick),
-		Backoff:       newTickBackoff(cfg.Heartbeat, tick),
+		Backoff:       newTickBackoff(cfg.Heartbeat, tick, cfg.SuspectAfter()),
 		HardState:     hs,
 	}
 	switch cfg.Preemption {
@@ -229,6 +233,10 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	a.snapshot = a.node.Status()
 	if cfg.IslandMode {
 		a.log.Warn("island mode (quorum: none): a network partition can elect two leaders")
+	}
+	if hs.Term >= election.MaxTerm-MaxTermJump {
+		a.log.Error("the term is at its bound: this member can stand in few or no more elections; with every agent of the group stopped, reset every member's term (edge-agent reset-term, docs/SECURITY.md)",
+			"term", hs.Term, "max_term", election.MaxTerm)
 	}
 	return a, nil
 }
@@ -340,8 +348,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		t, err := NewNATSTransport(a.nc, NATSTransportConfig{
 			Prefix: a.cfg.SubjectPrefix, Group: a.cfg.Group, Self: a.cfg.ID, Members: members,
-			Hooks:   Hooks{OnBad: a.m.badMessage, OnMessage: a.m.message},
-			Signing: signing,
+			Hooks:     Hooks{OnBad: a.m.badMessage, OnMessage: a.m.message},
+			Signing:   signing,
+			Heartbeat: a.cfg.Heartbeat,
 		})
 		if err != nil {
 			return err
@@ -364,13 +373,26 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		})
 		a.nc.SetReconnectHandler(func(c *nats.Conn) {
-			a.log.Info("NATS reconnected", "url", c.ConnectedUrl())
+			a.log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted())
 			if prevRecon != nil {
 				prevRecon(c)
 			}
 		})
 		defer a.nc.SetDisconnectErrHandler(prevDisc)
 		defer a.nc.SetReconnectHandler(prevRecon)
+		// Asynchronous errors (a permissions violation, a slow consumer)
+		// go to the log, not to stderr line by line as nats.go would:
+		// others can provoke them at will, and the log handler can
+		// rate-limit them (edge.LimitedHandler does in the binary).
+		prevErr := a.nc.ErrorHandler()
+		a.nc.SetErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				a.log.Warn("NATS error", "subject", sub.Subject, "err", err)
+			} else {
+				a.log.Warn("NATS error", "err", err)
+			}
+		})
+		defer a.nc.SetErrorHandler(prevErr)
 	}
 	defer a.startFastPath()()
 	if a.sys != nil && !a.noFast {
@@ -411,6 +433,10 @@ func (a *Agent) Run(ctx context.Context) error {
 				if first {
 					a.log.Error("refusing a member that runs another election algorithm", "err", gerr)
 				}
+				continue
+			}
+			if reason := a.checkTerm(m); reason != "" {
+				a.m.badMessage(reason)
 				continue
 			}
 			if m.Type == election.MsgHeartbeat && m.Conn != "" {
@@ -501,6 +527,34 @@ func (c *tickClock) catchUp(n election.Node, now time.Duration) {
 // at returns when the k-th tick from now falls due.
 func (c *tickClock) at(k int) time.Duration {
 	return c.start + time.Duration(c.done+int64(k))*c.d
+}
+
+// MaxTermJump is how far above this agent's own term a message's term may
+// be. An honest group raises its term by one per election, so a member that
+// is behind by more than MaxTermJump (16,777,216 elections) is far rarer than
+// a forged term; refusing it means a compromised member key needs some 2^38
+// messages to push a group to election.MaxTerm. A member whose group really
+// is that far ahead is set to the group's term with `edge-agent reset-term
+// --term N` (docs/SECURITY.md).
+const MaxTermJump = 1 << 24
+
+// ReasonTermJump is the bad_messages_total reason of a message whose term is
+// more than MaxTermJump above the agent's.
+const ReasonTermJump = "term_jump"
+
+// checkTerm refuses a message whose term is implausibly far above this
+// agent's (more than MaxTermJump), before the core sees it; it returns the
+// drop reason or "".
+func (a *Agent) checkTerm(m election.Message) string {
+	own := a.term.Load()
+	if m.Term <= own || m.Term-own <= MaxTermJump {
+		return ""
+	}
+	if a.termJumpLog.allow("term_jump", a.mono()) {
+		a.log.Warn("refusing a term implausibly far above ours", "from", m.From, "type", m.Type.String(),
+			"term", m.Term, "own_term", own, "max_jump", MaxTermJump)
+	}
+	return ReasonTermJump
 }
 
 func (a *Agent) countRejected(err error) {

@@ -48,6 +48,7 @@ var badReasons = []string{
 	"malformed", "oversize", "unknown_version", "unknown_type", "wrong_group",
 	"not_member", "subject_mismatch", "bad_field", "not_for_me", "inbox_full",
 	"stale_term", "rejected", "unsigned", "bad_signature", "replayed", "algorithm_mismatch",
+	"unverified", "rate_limited", "term_jump",
 }
 
 func newMetrics(reg prometheus.Registerer, withRuntime bool) *metrics {
