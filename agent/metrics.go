@@ -27,6 +27,7 @@ type metrics struct {
 	persistErrors  prometheus.Counter
 	fastSuspicions prometheus.Counter
 
+	controlRequests  *prometheus.CounterVec
 	electionDuration *prometheus.HistogramVec
 	dutyRestarts     prometheus.Counter
 	dutyRunning      prometheus.Gauge
@@ -83,6 +84,8 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool) *metrics {
 		electionDuration: f.NewHistogramVec(prometheus.HistogramOpts{Name: "edge_election_election_duration_seconds",
 			Help:    "Time from this agent standing for election (proclaiming) until it won or failed, by result.",
 			Buckets: electionBuckets}, []string{"result"}),
+		controlRequests: f.NewCounterVec(prometheus.CounterOpts{Name: "edge_election_control_requests_total",
+			Help: "Control requests (status, resign, transfer) by verb and result: ok, or why they were refused."}, []string{"verb", "result"}),
 		dutyRestarts: f.NewCounter(prometheus.CounterOpts{Name: "edge_election_duty_restarts_total",
 			Help: "Times the leader duty command was started again while this agent kept leading."}),
 		dutyRunning: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_duty_running",
@@ -95,6 +98,11 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool) *metrics {
 	for _, r := range badReasons {
 		m.bad.WithLabelValues(r)
 	}
+	for _, v := range []string{"status", "resign", "transfer"} {
+		for _, r := range []string{"ok", "unsigned", "bad_signature", "unknown_key", "stale", "rate_limited", "bad_request"} {
+			m.controlRequests.WithLabelValues(v, r)
+		}
+	}
 	if withRuntime {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -106,6 +114,8 @@ func (m *metrics) message(t election.MsgType, direction string) {
 }
 
 func (m *metrics) badMessage(reason string) { m.bad.WithLabelValues(reason).Inc() }
+
+func (m *metrics) control(verb, result string) { m.controlRequests.WithLabelValues(verb, result).Inc() }
 
 func (m *metrics) setLeader(old, leader string) {
 	if old != "" {

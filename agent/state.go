@@ -106,6 +106,24 @@ func (s *FileStore) load() error {
 	return nil
 }
 
+// ReadState returns the term and vote stored in dir (term 0 when there is
+// no state file), whatever the term, without taking the lock.
+func ReadState(dir string) (election.HardState, error) {
+	path := filepath.Join(dir, stateFileName)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return election.HardState{}, nil
+	}
+	if err != nil {
+		return election.HardState{}, fmt.Errorf("agent: read state: %w", err)
+	}
+	hs, err := decodeHardState(data)
+	if err != nil {
+		return election.HardState{}, fmt.Errorf("agent: state file %s: %w", path, err)
+	}
+	return hs, nil
+}
+
 // ErrTermAtBound is the error of a state directory whose term is above
 // election.MaxTerm: the group can no longer elect with it. The way back is
 // ResetState on every member with every agent of the group stopped
