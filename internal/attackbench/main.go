@@ -40,7 +40,7 @@ func main() {
 	for _, r := range strings.Split(*rows, ",") {
 		want[strings.TrimSpace(r)] = true
 	}
-	run := func(name string, f func(*attack.Site) (fmt.Stringer, error)) {
+	run := func(name string, f func(*attack.Site) (fmt.Stringer, error), hb ...time.Duration) {
 		if !want["all"] && !want[name] {
 			return
 		}
@@ -49,6 +49,9 @@ func main() {
 			fail(err)
 		}
 		o := attack.Options{Operators: !*old}
+		if len(hb) > 0 {
+			o.Heartbeat = hb[0]
+		}
 		if *verbose {
 			o.Log = os.Stderr
 		}
@@ -71,6 +74,11 @@ func main() {
 	}
 	run("1", func(s *attack.Site) (fmt.Stringer, error) { return attack.AttackRow1(s, *bin, !*old) })
 	run("2", func(s *attack.Site) (fmt.Stringer, error) { return attack.AttackRow2(s, *bin, !*old) })
+	run("3", func(s *attack.Site) (fmt.Stringer, error) { return attack.AttackRow3(s, *bin, !*old) })
+	// H = 500 ms: a restarted member waits D = 1.5 s before it votes, long
+	// enough for the attacker's server to rejoin the cluster.
+	run("4", func(s *attack.Site) (fmt.Stringer, error) { return attack.AttackRow4(s, 10*time.Second) }, 500*time.Millisecond)
+	run("5", func(s *attack.Site) (fmt.Stringer, error) { return attack.AttackRow5(s) })
 	_ = floodFor
 	_ = trials
 }
