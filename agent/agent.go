@@ -109,6 +109,7 @@ type Agent struct {
 	leaderID    atomic.Value // string
 	lastLoopRun atomic.Int64 // nanoseconds since start
 	termJumpLog *limiter     // loop-owned
+	startTerm   uint64       // the persisted term at start (MaxTermJump)
 
 	mu       sync.Mutex
 	snapshot election.Status
@@ -192,6 +193,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	}
 	hs := a.store.Load()
 	a.lastHS = hs
+	a.startTerm = hs.Term
 	a.term.Store(hs.Term)
 	a.m.term.Set(float64(hs.Term))
 	tick := cfg.Tick()
@@ -234,7 +236,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	if cfg.IslandMode {
 		a.log.Warn("island mode (quorum: none): a network partition can elect two leaders")
 	}
-	if hs.Term >= election.MaxTerm-MaxTermJump {
+	if hs.Term >= election.MaxTerm-1024 {
 		a.log.Error("the term is at its bound: this member can stand in few or no more elections; with every agent of the group stopped, reset every member's term (edge-agent reset-term, docs/SECURITY.md)",
 			"term", hs.Term, "max_term", election.MaxTerm)
 	}
@@ -529,30 +531,54 @@ func (c *tickClock) at(k int) time.Duration {
 	return c.start + time.Duration(c.done+int64(k))*c.d
 }
 
-// MaxTermJump is how far above this agent's own term a message's term may
-// be. An honest group raises its term by one per election, so a member that
-// is behind by more than MaxTermJump (16,777,216 elections) is far rarer than
-// a forged term; refusing it means a compromised member key needs some 2^38
-// messages to push a group to election.MaxTerm. A member whose group really
-// is that far ahead is set to the group's term with `edge-agent reset-term
-// --term N` (docs/SECURITY.md).
+// MaxTermJump bounds how fast the term of an agent can grow: to at most
+// the term it started with, plus MaxTermJump, plus MaxTermJump per
+// heartbeat period it has run; a message of a higher term is refused
+// (ReasonTermJump) before the core sees it. An honest group raises its term
+// by one per election, far below the bound, and a member that fell behind
+// (flashed anew, or off while the group held millions of elections) is
+// within it at once; but a compromised member key can raise the group's
+// terms no faster than MaxTermJump per period, so election.MaxTerm is out of
+// its reach for 2^38 periods (87 years at the shortest heartbeat, 10 ms).
+//
+// The bound grows with time rather than limiting the distance from the
+// agent's own term, so that honest members that such a member pushed apart
+// still accept each other's terms: a distance bound (refuse a term more
+// than MaxTermJump above one's own) let one member push another
+// MaxTermJump ahead twice and leave the two refusing each other for good.
+// What remains is documented in docs/SECURITY.md: a member that restarted
+// while such an attack was under way accepts the terms the others were
+// pushed to only once its own allowance has grown to them.
 const MaxTermJump = 1 << 24
 
-// ReasonTermJump is the bad_messages_total reason of a message whose term is
-// more than MaxTermJump above the agent's.
+// ReasonTermJump is the bad_messages_total reason of a message whose term
+// is above the agent's term allowance (see MaxTermJump).
 const ReasonTermJump = "term_jump"
 
-// checkTerm refuses a message whose term is implausibly far above this
-// agent's (more than MaxTermJump), before the core sees it; it returns the
-// drop reason or "".
+// termAllowance returns the highest term this agent accepts now.
+func (a *Agent) termAllowance() uint64 {
+	periods := uint64(a.mono() / a.cfg.Heartbeat)
+	room := election.MaxTerm - min(a.startTerm, election.MaxTerm)
+	if periods+1 >= room/MaxTermJump {
+		return election.MaxTerm
+	}
+	return a.startTerm + (periods+1)*MaxTermJump
+}
+
+// checkTerm refuses a message whose term is above the agent's allowance
+// (see MaxTermJump), before the core sees it; it returns the drop reason
+// or "".
 func (a *Agent) checkTerm(m election.Message) string {
-	own := a.term.Load()
-	if m.Term <= own || m.Term-own <= MaxTermJump {
+	if m.Term <= a.term.Load() {
+		return ""
+	}
+	limit := a.termAllowance()
+	if m.Term <= limit {
 		return ""
 	}
 	if a.termJumpLog.allow("term_jump", a.mono()) {
 		a.log.Warn("refusing a term implausibly far above ours", "from", m.From, "type", m.Type.String(),
-			"term", m.Term, "own_term", own, "max_jump", MaxTermJump)
+			"term", m.Term, "own_term", a.term.Load(), "allowed", limit)
 	}
 	return ReasonTermJump
 }

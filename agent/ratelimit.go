@@ -13,6 +13,11 @@ type bucket struct {
 
 // take spends one token at now if there is one.
 func (b *bucket) take(now time.Duration, rate, burst float64) bool {
+	return b.takeN(now, 1, rate, burst)
+}
+
+// takeN spends n tokens at now if there are that many.
+func (b *bucket) takeN(now time.Duration, n, rate, burst float64) bool {
 	if !b.used {
 		b.used, b.tokens, b.last = true, burst, now
 	}
@@ -20,10 +25,10 @@ func (b *bucket) take(now time.Duration, rate, burst float64) bool {
 		b.tokens = min(burst, b.tokens+rate*(now-b.last).Seconds())
 		b.last = now
 	}
-	if b.tokens < 1 {
+	if b.tokens < n {
 		return false
 	}
-	b.tokens--
+	b.tokens -= n
 	return true
 }
 

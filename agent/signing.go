@@ -322,6 +322,28 @@ func (s *Signing) proof(from string, ep, n, echo uint64) string {
 	return ReasonReplayed
 }
 
+// unproven returns the members (self excluded) whose current epoch has not
+// been proved in this run and that are not known to number the older way,
+// and that may be challenged now (see dueChallenge).
+func (s *Signing) unproven() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for id := range s.peers {
+		if id == s.self {
+			continue
+		}
+		w := s.win(id)
+		if w.active {
+			continue
+		}
+		if s.dueChallenge(w) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // mayAnswer reports whether a challenge of member from may be answered now
 // (at most one proof every proofInterval), and if so notes the time.
 func (s *Signing) mayAnswer(from string) bool {

@@ -246,11 +246,42 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 	t.wg.Add(2)
 	go t.admitLoop()
 	go t.receive()
-	if t.signing != nil && nc.IsConnected() {
-		// Prove every member's epoch, and let them prove ours (Signing).
-		t.sendEpochMsg(epochMsg{nonce: t.signing.challengeAll()})
+	if t.signing != nil {
+		if nc.IsConnected() {
+			// Prove every member's epoch, and let them prove ours (Signing).
+			t.sendEpochMsg(epochMsg{nonce: t.signing.challengeAll()})
+		}
+		t.wg.Add(1)
+		go t.challengeLoop(c.Heartbeat)
 	}
 	return t, nil
+}
+
+// challengeLoop challenges, every half heartbeat period (at least every
+// challengeInterval), the members whose epoch is not proved yet: the
+// challenge broadcast at start is lost when a member is not up yet, or its
+// server's route to ours is not, and then the first message between them
+// (a COORDINATOR, a vote) would be dropped as unverified.
+func (t *NATSTransport) challengeLoop(h time.Duration) {
+	defer t.wg.Done()
+	if h <= 0 {
+		h = time.Second
+	}
+	tick := time.NewTicker(max(h/2, challengeInterval))
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-tick.C:
+			if !t.nc.IsConnected() {
+				continue
+			}
+			for _, id := range t.signing.unproven() {
+				t.sendEpochMsg(epochMsg{to: id, nonce: t.signing.challenge(id)})
+			}
+		}
+	}
 }
 
 // Send publishes m on its broadcast or direct subject. m.From must be Self. It

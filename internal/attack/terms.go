@@ -20,8 +20,9 @@ type Row3 struct {
 	// stopped); ElectAfterRestart the same after every honest agent was
 	// restarted (-1: not within 15 s).
 	ElectAfter, ElectAfterRestart time.Duration
-	// JumpRefused: a heartbeat 2^24+1 terms above the group's changed no
-	// member's term (new builds).
+	// JumpRefused: a heartbeat of term MaxTerm-1 (below the bound, far
+	// above what the group could have reached) changed no member's term
+	// (new builds).
 	JumpRefused bool
 	// SmallJumpElect: after a forged heartbeat 1000 terms up (accepted: a
 	// member may be that far behind), the time until the honest members
@@ -40,7 +41,7 @@ type Row3 struct {
 }
 
 func (r Row3) String() string {
-	return fmt.Sprintf("term after a 2^64-1 heartbeat: %d; honest members elect after it: %s, after restarting them: %s; 2^24+1 jump refused: %v; +1000 jump, elect after: %s; start with 2^64-1 stored: %s; reset-term way back: elect in %s; at MaxTerm leaderless: %v, reset-term way back: elect in %s",
+	return fmt.Sprintf("term after a 2^64-1 heartbeat: %d; honest members elect after it: %s, after restarting them: %s; MaxTerm-1 refused: %v; +1000 jump, elect after: %s; start with 2^64-1 stored: %s; reset-term way back: elect in %s; at MaxTerm leaderless: %v, reset-term way back: elect in %s",
 		r.Adopted, Duration(r.ElectAfter), Duration(r.ElectAfterRestart), r.JumpRefused, Duration(r.SmallJumpElect), r.AboveBound, Duration(r.WayBack), r.AtBoundLeaderless, Duration(r.AtBoundWayBack))
 }
 
@@ -89,7 +90,7 @@ func AttackRow3(s *Site, bin string, newCLI bool) (Row3, error) {
 	}
 	defer f.Close()
 	if newCLI {
-		if err := bomb(f, a.Term+1<<24+1); err != nil {
+		if err := bomb(f, election.MaxTerm-1); err != nil {
 			return r, err
 		}
 		time.Sleep(2 * s.H)

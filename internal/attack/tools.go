@@ -185,3 +185,10 @@ func Duration(d time.Duration) string {
 
 // mb formats bytes as MB.
 func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/1e6) }
+
+// note writes a line of the attack's own to the site's log, if any.
+func (s *Site) note(format string, args ...any) {
+	if s.Log != nil {
+		fmt.Fprintf(s.Log, "attack: %s\n", fmt.Sprintf(format, args...))
+	}
+}

@@ -10,6 +10,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -25,6 +26,7 @@ func main() {
 	floodFor := flag.Duration("flood", 30*time.Second, "length of the site-client flood")
 	trials := flag.Int("trials", 20, "trials of the compromised-member attack")
 	verbose := flag.Bool("v", false, "echo the agents' logs")
+	hb := flag.Duration("heartbeat", 100*time.Millisecond, "H of the compromised-member attack")
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "attackbench-")
 	if err != nil {
@@ -40,6 +42,7 @@ func main() {
 	for _, r := range strings.Split(*rows, ",") {
 		want[strings.TrimSpace(r)] = true
 	}
+	var lines *attack.Lines
 	run := func(name string, f func(*attack.Site) (fmt.Stringer, error), hb ...time.Duration) {
 		if !want["all"] && !want[name] {
 			return
@@ -48,12 +51,13 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		o := attack.Options{Operators: !*old}
+		lines = &attack.Lines{}
+		o := attack.Options{Operators: !*old, Log: lines}
 		if len(hb) > 0 {
 			o.Heartbeat = hb[0]
 		}
 		if *verbose {
-			o.Log = os.Stderr
+			o.Log = io.MultiWriter(lines, os.Stderr)
 		}
 		s, err := attack.NewSite(*bin, sub, o)
 		if err != nil {
@@ -79,8 +83,31 @@ func main() {
 	// enough for the attacker's server to rejoin the cluster.
 	run("4", func(s *attack.Site) (fmt.Stringer, error) { return attack.AttackRow4(s, 10*time.Second) }, 500*time.Millisecond)
 	run("5", func(s *attack.Site) (fmt.Stringer, error) { return attack.AttackRow5(s) })
-	_ = floodFor
+	run("6", func(s *attack.Site) (fmt.Stringer, error) { return attack.AttackRow6(s, lines, 10*time.Second) }, time.Second)
+	if want["all"] || want["7"] {
+		r, err := attack.AttackRow7(*bin, dir)
+		report("7", r, err)
+		for _, l := range r.Lines {
+			fmt.Println("   ", l)
+		}
+	}
+	if want["all"] || want["8"] {
+		r, err := attack.AttackRow8(*bin, dir)
+		report("8", r, err)
+	}
+	run("compromised", func(s *attack.Site) (fmt.Stringer, error) { return attack.AttackCompromised(s, *trials, 1) }, *hb)
+	// The flood at the default heartbeat (1 s): the lease a production
+	// leader holds.
+	run("flood", func(s *attack.Site) (fmt.Stringer, error) { return attack.Flood(s, *floodFor) }, time.Second)
 	_ = trials
+}
+
+func report(name string, r fmt.Stringer, err error) {
+	if err != nil {
+		fmt.Printf("row %s: error: %v\n", name, err)
+		return
+	}
+	fmt.Printf("row %s: %s\n", name, r)
 }
 
 func fail(err error) {
