@@ -191,3 +191,9 @@ func AttackRow2(s *Site, bin string, newCLI bool) (Row2, error) {
 	r.Notes += "\n" + notes
 	return r, nil
 }
+
+// MaxHandovers is the most handovers that signed requests may cause in d on
+// a site whose D is below a second: the burst, then one per second.
+func MaxHandovers(d time.Duration) int64 {
+	return agent.HandoverBurst + int64(d/time.Second) + 1
+}
