@@ -161,7 +161,11 @@ func TestControlSignature(t *testing.T) {
 		"reply":   func(m *nats.Msg) { m.Reply = "_INBOX.y" },
 		"payload": func(m *nats.Msg) { m.Data = []byte(`{"leader":"gw3","term":8,"nonce":"n"}`) },
 		"number":  func(m *nats.Msg) { m.Header.Set(agent.NumHeader, "5.3") },
-		"key":     func(m *nats.Msg) { other, _ := nkeys.CreateUser(); p, _ := other.PublicKey(); m.Header.Set(agent.KeyHeader, p) },
+		"key": func(m *nats.Msg) {
+			other, _ := nkeys.CreateUser()
+			p, _ := other.PublicKey()
+			m.Header.Set(agent.KeyHeader, p)
+		},
 	} {
 		m := msg()
 		tamper(m)

@@ -61,7 +61,7 @@ func TestOperatorKeys(t *testing.T) {
 	}
 	for extra, want := range map[string]string{
 		"operator_keys: {\"a b\": " + keys["ops"] + "}\n": "operator_keys",
-		"operator_keys: {alice: SUAxyz}\n":                 "not an nkey user public key",
+		"operator_keys: {alice: SUAxyz}\n":                "not an nkey user public key",
 	} {
 		p, _, _ := signedYAML(t, extra)
 		if _, err := loadCheckConfig(p); err == nil || !strings.Contains(err.Error(), want) {
