@@ -27,9 +27,7 @@ type Lines struct {
 func (l *Lines) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, s := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		l.lines = append(l.lines, s)
-	}
+	l.lines = append(l.lines, strings.Split(strings.TrimRight(string(p), "\n"), "\n")...)
 	return len(p), nil
 }
 
