@@ -21,6 +21,7 @@ type metrics struct {
 	stepDowns      *prometheus.CounterVec
 	messages       *prometheus.CounterVec
 	bad            *prometheus.CounterVec
+	badByReason    map[string]prometheus.Counter // the pre-declared reasons, looked up without hashing labels
 	quorumLive     prometheus.Gauge
 	quorumOK       prometheus.Gauge
 	natsConnected  prometheus.Gauge
@@ -95,8 +96,9 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool) *metrics {
 		m.elections.WithLabelValues(r)
 		m.electionDuration.WithLabelValues(r)
 	}
+	m.badByReason = make(map[string]prometheus.Counter, len(badReasons))
 	for _, r := range badReasons {
-		m.bad.WithLabelValues(r)
+		m.badByReason[r] = m.bad.WithLabelValues(r)
 	}
 	for _, v := range []string{"status", "resign", "transfer"} {
 		for _, r := range []string{"ok", "unsigned", "bad_signature", "unknown_key", "stale", "rate_limited", "bad_request"} {
@@ -113,7 +115,15 @@ func (m *metrics) message(t election.MsgType, direction string) {
 	m.messages.WithLabelValues(t.String(), direction).Inc()
 }
 
-func (m *metrics) badMessage(reason string) { m.bad.WithLabelValues(reason).Inc() }
+// badMessage counts a dropped message. It runs for every message of a
+// flood, so the usual reasons skip the label hashing.
+func (m *metrics) badMessage(reason string) {
+	if c, ok := m.badByReason[reason]; ok {
+		c.Inc()
+		return
+	}
+	m.bad.WithLabelValues(reason).Inc()
+}
 
 func (m *metrics) control(verb, result string) { m.controlRequests.WithLabelValues(verb, result).Inc() }
 

@@ -217,10 +217,11 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		members: members,
 		hooks:   c.Hooks,
 		signing: c.Signing,
-		// The raw queue is short: its goroutine only sorts out what to keep,
-		// which is quick, and every entry may hold a message as large as
-		// the server allows (1 MiB by default).
-		raw:       make(chan *nats.Msg, 128),
+		// The raw queue absorbs bursts (the NATS client drops what does not
+		// fit, whoever sent it); its goroutine only sorts out what to keep,
+		// in microseconds, dropping anything over MaxMessageSize, so it
+		// holds large messages only while that goroutine is starved.
+		raw:       make(chan *nats.Msg, 4096),
 		work:      make(chan *nats.Msg, max(c.InboxSize, 64)),
 		inbox:     make(chan election.Message, c.InboxSize),
 		done:      make(chan struct{}),
