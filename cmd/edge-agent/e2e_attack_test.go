@@ -189,18 +189,21 @@ func TestAttackLooseFilePermissionsAreRefused(t *testing.T) {
 
 // A compromised member key: whatever sequence of messages it sends, once it
 // stops (or its key is replaced) the honest members agree on a leader
-// within D + 1 s.
+// within D + 1 s. At H = 100 ms: a forged view can split the honest
+// members' first vote, which costs up to D + H + D (docs/SECURITY.md,
+// Documented limits), within D + 1 s at this H only.
 func TestAttackCompromisedMemberKey(t *testing.T) {
-	s := newAttackSite(t, attack.Options{Heartbeat: 250 * time.Millisecond})
+	s := newAttackSite(t, attack.Options{})
 	trials := 3
 	if n, err := strconv.Atoi(os.Getenv("ATTACK_TRIALS")); err == nil {
 		trials = n
 	}
-	r, err := attack.AttackCompromised(s, trials, uint64(time.Now().UnixNano()))
+	seed := uint64(time.Now().UnixNano())
+	r, err := attack.AttackCompromised(s, trials, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log(r)
+	t.Logf("seed %d: %v", seed, r)
 	if r.Over() > 0 || r.Rotated < 0 || r.Rotated > 2*s.D()+time.Second {
 		t.Fatalf("want every trial within D + 1 s = %s (and the rotated key within 2D + 1 s, a restart waits D): %v", s.D()+time.Second, r)
 	}

@@ -27,6 +27,7 @@ func main() {
 	trials := flag.Int("trials", 20, "trials of the compromised-member attack")
 	verbose := flag.Bool("v", false, "echo the agents' logs")
 	hb := flag.Duration("heartbeat", 100*time.Millisecond, "H of the compromised-member attack")
+	seed := flag.Uint64("seed", 1, "seed of the compromised-member attack's sequences")
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "attackbench-")
 	if err != nil {
@@ -95,7 +96,7 @@ func main() {
 		r, err := attack.AttackRow8(*bin, dir)
 		report("8", r, err)
 	}
-	run("compromised", func(s *attack.Site) (fmt.Stringer, error) { return attack.AttackCompromised(s, *trials, 1) }, *hb)
+	run("compromised", func(s *attack.Site) (fmt.Stringer, error) { return attack.AttackCompromised(s, *trials, *seed) }, *hb)
 	// The flood at the default heartbeat (1 s): the lease a production
 	// leader holds.
 	run("flood", func(s *attack.Site) (fmt.Stringer, error) { return attack.Flood(s, *floodFor) }, time.Second)
