@@ -98,6 +98,7 @@ type Agent struct {
 	transport Transport
 	store     Store
 	node      election.Node
+	signer    *Signing // with signing_seed: signs election and control messages
 
 	start time.Time // monotonic base for the lease
 
@@ -107,6 +108,8 @@ type Agent struct {
 	term        atomic.Uint64
 	leaderID    atomic.Value // string
 	lastLoopRun atomic.Int64 // nanoseconds since start
+	termJumpLog *limiter     // loop-owned
+	startTerm   uint64       // the persisted term at start (MaxTermJump)
 
 	mu       sync.Mutex
 	snapshot election.Status
@@ -168,6 +171,8 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		serverNames: map[string]string{},
 		disc:        make(chan struct{}, 1),
 		noFast:      cfg.DisableFastFailover,
+		// One warning about refused term jumps per minute (ten at once).
+		termJumpLog: newLimiter(1.0/60, 10, 1),
 	}
 	a.leaderID.Store("")
 	for _, o := range opts {
@@ -190,6 +195,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	}
 	hs := a.store.Load()
 	a.lastHS = hs
+	a.startTerm = hs.Term
 	a.term.Store(hs.Term)
 	a.m.term.Set(float64(hs.Term))
 	tick := cfg.Tick()
@@ -202,7 +208,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		LeaseTicks:     cfg.LeaseTicks(),
 		AnswerTicks:    int((cfg.AnswerTimeout + tick - 1) / tick),
 		HoldDownTicks:  int(cfg.HoldDown / tick),
-		Backoff:        newTickBackoff(cfg.Heartbeat, tick),
+		Backoff:        newTickBackoff(cfg.Heartbeat, tick, cfg.SuspectAfter()),
 		HardState:      hs,
 	}
 	switch cfg.Preemption {
@@ -229,6 +235,10 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	a.snapshot = a.node.Status()
 	if cfg.IslandMode {
 		a.log.Warn("island mode (quorum: none): a network partition can elect two leaders")
+	}
+	if hs.Term >= election.MaxTerm-1024 {
+		a.log.Error("the term is at its bound: this member can stand in few or no more elections; with every agent of the group stopped, reset every member's term (edge-agent reset-term, docs/SECURITY.md)",
+			"term", hs.Term, "max_term", election.MaxTerm)
 	}
 	return a, nil
 }
@@ -340,8 +350,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		t, err := NewNATSTransport(a.nc, NATSTransportConfig{
 			Prefix: a.cfg.SubjectPrefix, Group: a.cfg.Group, Self: a.cfg.ID, Members: members,
-			Hooks:   Hooks{OnBad: a.m.badMessage, OnMessage: a.m.message},
-			Signing: signing,
+			Hooks:     Hooks{OnBad: a.m.badMessage, OnMessage: a.m.message},
+			Signing:   signing,
+			Heartbeat: a.cfg.Heartbeat,
 		})
 		if err != nil {
 			return err
@@ -364,13 +375,26 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		})
 		a.nc.SetReconnectHandler(func(c *nats.Conn) {
-			a.log.Info("NATS reconnected", "url", c.ConnectedUrl())
+			a.log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted())
 			if prevRecon != nil {
 				prevRecon(c)
 			}
 		})
 		defer a.nc.SetDisconnectErrHandler(prevDisc)
 		defer a.nc.SetReconnectHandler(prevRecon)
+		// Asynchronous errors (a permissions violation, a slow consumer)
+		// go to the log, not to stderr line by line as nats.go would:
+		// others can provoke them at will, and the log handler can
+		// rate-limit them (edge.LimitedHandler does in the binary).
+		prevErr := a.nc.ErrorHandler()
+		a.nc.SetErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				a.log.Warn("NATS error", "subject", sub.Subject, "err", err)
+			} else {
+				a.log.Warn("NATS error", "err", err)
+			}
+		})
+		defer a.nc.SetErrorHandler(prevErr)
 	}
 	defer a.startFastPath()()
 	if a.sys != nil && !a.noFast {
@@ -411,6 +435,10 @@ func (a *Agent) Run(ctx context.Context) error {
 				if first {
 					a.log.Error("refusing a member that runs another election algorithm", "err", gerr)
 				}
+				continue
+			}
+			if reason := a.checkTerm(m); reason != "" {
+				a.m.badMessage(reason)
 				continue
 			}
 			if m.Type == election.MsgHeartbeat && m.Conn != "" {
@@ -501,6 +529,58 @@ func (c *tickClock) catchUp(n election.Node, now time.Duration) {
 // at returns when the k-th tick from now falls due.
 func (c *tickClock) at(k int) time.Duration {
 	return c.start + time.Duration(c.done+int64(k))*c.d
+}
+
+// MaxTermJump bounds how fast the term of an agent can grow: to at most
+// the term it started with, plus MaxTermJump, plus MaxTermJump per
+// heartbeat period it has run; a message of a higher term is refused
+// (ReasonTermJump) before the core sees it. An honest group raises its term
+// by one per election, far below the bound, and a member that fell behind
+// (flashed anew, or off while the group held millions of elections) is
+// within it at once; but a compromised member key can raise the group's
+// terms no faster than MaxTermJump per period, so election.MaxTerm is out of
+// its reach for 2^38 periods (87 years at the shortest heartbeat, 10 ms).
+//
+// The bound grows with time rather than limiting the distance from the
+// agent's own term, so that honest members that such a member pushed apart
+// still accept each other's terms: a distance bound (refuse a term more
+// than MaxTermJump above one's own) let one member push another
+// MaxTermJump ahead twice and leave the two refusing each other for good.
+// What remains is documented in docs/SECURITY.md: a member that restarted
+// while such an attack was under way accepts the terms the others were
+// pushed to only once its own allowance has grown to them.
+const MaxTermJump = 1 << 24
+
+// ReasonTermJump is the bad_messages_total reason of a message whose term
+// is above the agent's term allowance (see MaxTermJump).
+const ReasonTermJump = "term_jump"
+
+// termAllowance returns the highest term this agent accepts now.
+func (a *Agent) termAllowance() uint64 {
+	periods := uint64(a.mono() / a.cfg.Heartbeat)
+	room := election.MaxTerm - min(a.startTerm, election.MaxTerm)
+	if periods+1 >= room/MaxTermJump {
+		return election.MaxTerm
+	}
+	return a.startTerm + (periods+1)*MaxTermJump
+}
+
+// checkTerm refuses a message whose term is above the agent's allowance
+// (see MaxTermJump), before the core sees it; it returns the drop reason
+// or "".
+func (a *Agent) checkTerm(m election.Message) string {
+	if m.Term <= a.term.Load() {
+		return ""
+	}
+	limit := a.termAllowance()
+	if m.Term <= limit {
+		return ""
+	}
+	if a.termJumpLog.allow("term_jump", a.mono()) {
+		a.log.Warn("refusing a term implausibly far above ours", "from", m.From, "type", m.Type.String(),
+			"term", m.Term, "own_term", a.term.Load(), "allowed", limit)
+	}
+	return ReasonTermJump
 }
 
 func (a *Agent) countRejected(err error) {

@@ -14,14 +14,19 @@ type tickBackoff struct {
 }
 
 // newTickBackoff starts at one heartbeat period and doubles, with ±50%
-// jitter, up to 30 periods: a member that keeps failing to win, or that just
-// lost leadership, stands again at most every ~30 heartbeats.
-func newTickBackoff(heartbeat, tick time.Duration) *tickBackoff {
+// jitter, up to a wait of suspect (D) at most: a member that keeps failing
+// to win, or that just lost leadership, stands again at most every D or so.
+// The wait is bounded by D, not by many heartbeats, because whatever made
+// the elections fail may stop at any moment, a member that sent forged or
+// hostile messages included: once it has, every member stands again within
+// D, so the group elects within D and an election (docs/SECURITY.md).
+func newTickBackoff(heartbeat, tick, suspect time.Duration) *tickBackoff {
 	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(heartbeat),
+		backoff.WithInitialInterval(min(heartbeat, suspect*2/3)),
 		backoff.WithMultiplier(2),
 		backoff.WithRandomizationFactor(0.5),
-		backoff.WithMaxInterval(30*heartbeat),
+		// With the ±50% jitter, a wait never exceeds 1.5 * suspect*2/3 = D.
+		backoff.WithMaxInterval(suspect*2/3),
 		backoff.WithMaxElapsedTime(0),
 	)
 	return &tickBackoff{b: b, tick: tick}

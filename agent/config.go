@@ -78,6 +78,11 @@ type Config struct {
 	SigningSeedFile string
 	// MemberKeys pins each member's nkey public key (id -> key).
 	MemberKeys map[string]string
+	// OperatorKeys names the operators' tools allowed on the control
+	// subjects besides the members (name -> nkey public key). With
+	// signing on, a control request must be signed by a member's or an
+	// operator's key; it needs SigningSeedFile.
+	OperatorKeys map[string]string
 }
 
 // TicksPerHeartbeat is how many logical ticks the agent runs per heartbeat
@@ -226,11 +231,30 @@ func (c *Config) validateSigning() error {
 		if len(c.MemberKeys) > 0 {
 			return errors.New("signing_seed: member_keys are set but no signing_seed: give both or neither")
 		}
+		if len(c.OperatorKeys) > 0 {
+			return errors.New("operator_keys: operators sign their requests as members do: give signing_seed and member_keys too")
+		}
 		return nil
+	}
+	if err := CheckSecretFile("signing_seed", c.SigningSeedFile); err != nil {
+		return err
 	}
 	seed, err := os.ReadFile(c.SigningSeedFile)
 	if err != nil {
 		return fmt.Errorf("signing_seed: cannot read %s: %w", c.SigningSeedFile, err)
+	}
+	for name, k := range c.OperatorKeys {
+		if !election.ValidID(name) {
+			return fmt.Errorf("operator_keys: %q is not a valid operator name (1-64 of A-Z a-z 0-9 _ -)", name)
+		}
+		if !nkeys.IsValidPublicUserKey(k) {
+			return fmt.Errorf("operator_keys: %q for %q is not an nkey user public key (U...)", k, name)
+		}
+		for id, mk := range c.MemberKeys {
+			if mk == k {
+				return fmt.Errorf("operator_keys: %q uses the key of member %q", name, id)
+			}
+		}
 	}
 	for id := range c.MemberKeys {
 		if !slices.ContainsFunc(c.Members, func(m election.Member) bool { return m.ID == id }) {

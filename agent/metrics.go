@@ -21,12 +21,14 @@ type metrics struct {
 	stepDowns      *prometheus.CounterVec
 	messages       *prometheus.CounterVec
 	bad            *prometheus.CounterVec
+	badByReason    map[string]prometheus.Counter // the pre-declared reasons, looked up without hashing labels
 	quorumLive     prometheus.Gauge
 	quorumOK       prometheus.Gauge
 	natsConnected  prometheus.Gauge
 	persistErrors  prometheus.Counter
 	fastSuspicions prometheus.Counter
 
+	controlRequests  *prometheus.CounterVec
 	electionDuration *prometheus.HistogramVec
 	dutyRestarts     prometheus.Counter
 	dutyRunning      prometheus.Gauge
@@ -48,6 +50,7 @@ var badReasons = []string{
 	"malformed", "oversize", "unknown_version", "unknown_type", "wrong_group",
 	"not_member", "subject_mismatch", "bad_field", "not_for_me", "inbox_full",
 	"stale_term", "rejected", "unsigned", "bad_signature", "replayed", "algorithm_mismatch",
+	"unverified", "rate_limited", "term_jump",
 }
 
 func newMetrics(reg prometheus.Registerer, withRuntime bool) *metrics {
@@ -82,6 +85,8 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool) *metrics {
 		electionDuration: f.NewHistogramVec(prometheus.HistogramOpts{Name: "edge_election_election_duration_seconds",
 			Help:    "Time from this agent standing for election (proclaiming) until it won or failed, by result.",
 			Buckets: electionBuckets}, []string{"result"}),
+		controlRequests: f.NewCounterVec(prometheus.CounterOpts{Name: "edge_election_control_requests_total",
+			Help: "Control requests (status, resign, transfer) by verb and result: ok, or why they were refused."}, []string{"verb", "result"}),
 		dutyRestarts: f.NewCounter(prometheus.CounterOpts{Name: "edge_election_duty_restarts_total",
 			Help: "Times the leader duty command was started again while this agent kept leading."}),
 		dutyRunning: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_duty_running",
@@ -91,8 +96,14 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool) *metrics {
 		m.elections.WithLabelValues(r)
 		m.electionDuration.WithLabelValues(r)
 	}
+	m.badByReason = make(map[string]prometheus.Counter, len(badReasons))
 	for _, r := range badReasons {
-		m.bad.WithLabelValues(r)
+		m.badByReason[r] = m.bad.WithLabelValues(r)
+	}
+	for _, v := range []string{"status", "resign", "transfer"} {
+		for _, r := range []string{"ok", "unsigned", "bad_signature", "unknown_key", "stale", "rate_limited", "bad_request"} {
+			m.controlRequests.WithLabelValues(v, r)
+		}
 	}
 	if withRuntime {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -104,7 +115,17 @@ func (m *metrics) message(t election.MsgType, direction string) {
 	m.messages.WithLabelValues(t.String(), direction).Inc()
 }
 
-func (m *metrics) badMessage(reason string) { m.bad.WithLabelValues(reason).Inc() }
+// badMessage counts a dropped message. It runs for every message of a
+// flood, so the usual reasons skip the label hashing.
+func (m *metrics) badMessage(reason string) {
+	if c, ok := m.badByReason[reason]; ok {
+		c.Inc()
+		return
+	}
+	m.bad.WithLabelValues(reason).Inc()
+}
+
+func (m *metrics) control(verb, result string) { m.controlRequests.WithLabelValues(verb, result).Inc() }
 
 func (m *metrics) setLeader(old, leader string) {
 	if old != "" {

@@ -53,7 +53,15 @@ var allowedClockUse = map[string]string{
 	"agent/journal.go: wallUntil: time.Now":     "a monotonic lease end shown as wall time in the journal, output only",
 	"agent/journal.go: wallUntil: UnixNano":     "a monotonic lease end shown as wall time in the journal, output only",
 	"edge/embedded.go: StartEmbedded: time.Now": "a start-up deadline compared with After: monotonic",
-	"edge/systemd.go: Run: time.Now":            "the first Tick; Tick compares with Sub: monotonic",
+	// Rate limits and challenge nonces measure from a base taken at start,
+	// with Since: monotonic.
+	"agent/signing.go: NewSigning: time.Now":              "the base of nonce lifetimes and proof rates: monotonic",
+	"agent/signing.go: now: time.Since":                   "monotonic: the base carries a monotonic reading",
+	"agent/transport_nats.go: NewNATSTransport: time.Now": "the base of the per-sender rate limit: monotonic",
+	"agent/transport_nats.go: admit: time.Since":          "monotonic: the base carries a monotonic reading",
+	"edge/loglimit.go: newLogLimiter: time.Now":           "the base of the log rate limits: monotonic",
+	"edge/loglimit.go: allow: time.Since":                 "monotonic: the base carries a monotonic reading",
+	"edge/systemd.go: Run: time.Now":                      "the first Tick; Tick compares with Sub: monotonic",
 }
 
 // clockCalls are the package-time functions that read the clock or make

@@ -99,8 +99,79 @@ func (s *FileStore) load() error {
 	if err != nil {
 		return fmt.Errorf("agent: state file %s is corrupt: %w (it holds the term, which must never go back; restore it, or delete it only if every other member is known to hold a higher term)", path, err)
 	}
+	if hs.Term > election.MaxTerm {
+		return fmt.Errorf("%w: state file %s holds term %d, above the bound %d (a forged message raised it)", ErrTermAtBound, path, hs.Term, election.MaxTerm)
+	}
 	s.hs = hs
 	return nil
+}
+
+// ReadState returns the term and vote stored in dir (term 0 when there is
+// no state file), whatever the term, without taking the lock.
+func ReadState(dir string) (election.HardState, error) {
+	path := filepath.Join(dir, stateFileName)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return election.HardState{}, nil
+	}
+	if err != nil {
+		return election.HardState{}, fmt.Errorf("agent: read state: %w", err)
+	}
+	hs, err := decodeHardState(data)
+	if err != nil {
+		return election.HardState{}, fmt.Errorf("agent: state file %s: %w", path, err)
+	}
+	return hs, nil
+}
+
+// ErrTermAtBound is the error of a state directory whose term is above
+// election.MaxTerm: the group can no longer elect with it. The way back is
+// ResetState on every member with every agent of the group stopped
+// (`edge-agent reset-term`, docs/SECURITY.md).
+var ErrTermAtBound = errors.New("agent: term at the bound")
+
+// ResetState overwrites the term and vote kept in dir with term and no
+// vote, even below the stored term, and returns what was stored (term 0 if
+// nothing was). It takes the directory's lock, so it fails while an agent
+// runs on dir. It is the way back for a group whose terms reached
+// election.MaxTerm (a term set back is a fencing token that goes back:
+// every member must be reset, with every agent of the group stopped, before
+// any starts again), and the way to give a member the group's term.
+func ResetState(dir string, term uint64) (election.HardState, error) {
+	if term > election.MaxTerm {
+		return election.HardState{}, fmt.Errorf("agent: term %d is above the bound %d", term, election.MaxTerm)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return election.HardState{}, fmt.Errorf("agent: state dir: %w", err)
+	}
+	lockPath := filepath.Join(dir, lockFileName)
+	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return election.HardState{}, fmt.Errorf("agent: open state lock: %w", err)
+	}
+	if err := flock(lock, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return election.HardState{}, fmt.Errorf("agent: state dir %s is in use by a running agent: stop it first", dir)
+		}
+		return election.HardState{}, fmt.Errorf("agent: lock %s: %w", lockPath, err)
+	}
+	s := &FileStore{dir: dir, lock: lock}
+	defer s.unlock()
+	var old election.HardState
+	data, err := os.ReadFile(filepath.Join(dir, stateFileName))
+	switch {
+	case err == nil:
+		if hs, derr := decodeHardState(data); derr == nil {
+			old = hs
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return old, fmt.Errorf("agent: read state: %w", err)
+	}
+	if err := s.write(election.HardState{Term: term}); err != nil {
+		return old, err
+	}
+	return old, nil
 }
 
 // decodeHardState parses a state file strictly: exactly one JSON object with
@@ -151,6 +222,9 @@ func (s *FileStore) Save(hs election.HardState) error {
 	}
 	if hs.Term < s.hs.Term {
 		return fmt.Errorf("agent: refusing to save term %d below the stored term %d", hs.Term, s.hs.Term)
+	}
+	if hs.Term > election.MaxTerm {
+		return fmt.Errorf("agent: refusing to save term %d above the bound %d", hs.Term, election.MaxTerm)
 	}
 	if hs.Term == s.hs.Term && s.hs.VotedFor != "" && hs.VotedFor != s.hs.VotedFor {
 		return fmt.Errorf("agent: refusing to change the vote of term %d from %q to %q", hs.Term, s.hs.VotedFor, hs.VotedFor)

@@ -25,7 +25,8 @@ type Hooks struct {
 	// OnBad is called once for every dropped inbound message with a short
 	// reason label: malformed, oversize, unknown_version, unknown_type,
 	// wrong_group, not_member, subject_mismatch, bad_field, not_for_me,
-	// inbox_full.
+	// inbox_full, rate_limited; with signing also unsigned, bad_signature,
+	// replayed and unverified.
 	OnBad func(reason string)
 	// OnMessage is called for every inbound message that reached Inbox
 	// ("in") and every sent message ("out").

@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -79,15 +81,30 @@ type NATSTransportConfig struct {
 	// Signing, when set, signs every outgoing message and accepts only
 	// messages signed by their sender's pinned key, never replayed.
 	Signing *Signing
+	// Heartbeat is the group's heartbeat period, which sets the rate of
+	// messages accepted from one sender (SenderRate); 0 means 1s.
+	Heartbeat time.Duration
+	// SenderRate and SenderBurst, when not 0, replace SenderRate's figures.
+	SenderRate, SenderBurst float64
 }
 
 // NATSTransport is a Transport over a NATS connection. It subscribes to the
 // group's broadcasts and to the messages addressed to Self, and checks every
 // inbound message with Decode before it reaches Inbox. Both subscriptions
-// feed one queue drained by one goroutine, so messages reach Inbox in the
-// order the connection received them, across both subjects.
+// feed one queue, so messages reach Inbox in the order the connection
+// received them, across both subjects.
 //
-// It is safe for concurrent use. Hooks are called from its goroutine (for
+// The receive path is bounded in messages and in bytes, and what it costs
+// grows with what it keeps, not with what it is sent: a first goroutine takes
+// each message off the connection and drops at once, before any parsing or
+// signature check, what is too large, not on an election subject of this
+// member, or over its sender's rate (per sender as the subject names it, so a
+// member flooding its own subjects cannot crowd out the others); what is left
+// waits in a queue of at most MaxQueuedBytes for a second goroutine, which
+// checks signatures and decodes. Everything dropped is counted through
+// Hooks.OnBad.
+//
+// It is safe for concurrent use. Hooks are called from its goroutines (for
 // inbound traffic) and from Send's caller; they must not block and must not
 // call Close.
 type NATSTransport struct {
@@ -99,18 +116,45 @@ type NATSTransport struct {
 	hooks   Hooks
 	signing *Signing
 
-	raw   chan *nats.Msg
-	subs  []*nats.Subscription
-	inbox chan election.Message
+	raw    chan *nats.Msg // filled by the NATS client
+	work   chan *nats.Msg // checked for size, subject and rate; waiting for decoding
+	queued atomic.Int64   // bytes waiting in work
+	subs   []*nats.Subscription
+	inbox  chan election.Message
 
-	// dropped is how many raw messages the subscriptions had dropped, as last
-	// reported to Hooks.OnBad; only the receive goroutine uses it.
-	dropped int
+	// Only the admitting goroutine uses these.
+	rates     *limiter
+	start     time.Time
+	rate      float64
+	burst     float64
+	dropped   int // raw messages the subscriptions had dropped, as reported
+	maxQueued int64
 
 	mu     sync.Mutex // guards closed
 	closed bool
 	done   chan struct{}
 	wg     sync.WaitGroup
+}
+
+// MaxQueuedBytes bounds the bytes of election messages that a NATSTransport
+// holds between taking them off the connection and decoding them; beyond it
+// messages are dropped (inbox_full). It holds some fifty messages of the
+// largest legal size, or thousands of heartbeats.
+const MaxQueuedBytes = 1 << 20
+
+// maxHeaderBytes bounds the headers of an election message (a signature
+// takes about a hundred bytes).
+const maxHeaderBytes = 1024
+
+// SenderRate returns the rate of election messages a NATSTransport accepts
+// from one sender, per second, and the burst above it, for heartbeat period
+// h: twenty messages per period (a member sends one or two per period, and a
+// few more while it elects) and a burst of 64 plus four per member.
+func SenderRate(h time.Duration, members int) (rate, burst float64) {
+	if h <= 0 {
+		h = time.Second
+	}
+	return 20 / h.Seconds(), float64(64 + 4*members)
 }
 
 var _ Transport = (*NATSTransport)(nil)
@@ -158,6 +202,13 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		return nil, fmt.Errorf("agent: nats transport: negative inbox size %d", c.InboxSize)
 	}
 
+	rate, burst := SenderRate(c.Heartbeat, len(members))
+	if c.SenderRate > 0 {
+		rate = c.SenderRate
+	}
+	if c.SenderBurst > 0 {
+		burst = c.SenderBurst
+	}
 	t := &NATSTransport{
 		nc:      nc,
 		prefix:  c.Prefix,
@@ -166,11 +217,19 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		members: members,
 		hooks:   c.Hooks,
 		signing: c.Signing,
-		// The raw queue absorbs bursts (a flood of garbage must not crowd
-		// out heartbeats); it holds only pointers until drained.
-		raw:   make(chan *nats.Msg, max(16*c.InboxSize, 16384)),
-		inbox: make(chan election.Message, c.InboxSize),
-		done:  make(chan struct{}),
+		// The raw queue absorbs bursts (the NATS client drops what does not
+		// fit, whoever sent it); its goroutine only sorts out what to keep,
+		// in microseconds, dropping anything over MaxMessageSize, so it
+		// holds large messages only while that goroutine is starved.
+		raw:       make(chan *nats.Msg, 4096),
+		work:      make(chan *nats.Msg, max(c.InboxSize, 64)),
+		inbox:     make(chan election.Message, c.InboxSize),
+		done:      make(chan struct{}),
+		rates:     newLimiter(rate, burst, len(members)),
+		start:     time.Now(),
+		rate:      rate,
+		burst:     burst,
+		maxQueued: MaxQueuedBytes,
 	}
 	for _, subj := range []string{BroadcastWildcard(t.prefix, t.group), DirectWildcard(t.prefix, t.group, t.self)} {
 		sub, err := nc.ChanSubscribe(subj, t.raw)
@@ -185,9 +244,45 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		// with the next reconnect.
 		_ = nc.FlushTimeout(2 * time.Second)
 	}
-	t.wg.Add(1)
+	t.wg.Add(2)
+	go t.admitLoop()
 	go t.receive()
+	if t.signing != nil {
+		if nc.IsConnected() {
+			// Prove every member's epoch, and let them prove ours (Signing).
+			t.sendEpochMsg(epochMsg{nonce: t.signing.challengeAll()})
+		}
+		t.wg.Add(1)
+		go t.challengeLoop(c.Heartbeat)
+	}
 	return t, nil
+}
+
+// challengeLoop challenges, every half heartbeat period (at least every
+// challengeInterval), the members whose epoch is not proved yet: the
+// challenge broadcast at start is lost when a member is not up yet, or its
+// server's route to ours is not, and then the first message between them
+// (a COORDINATOR, a vote) would be dropped as unverified.
+func (t *NATSTransport) challengeLoop(h time.Duration) {
+	defer t.wg.Done()
+	if h <= 0 {
+		h = time.Second
+	}
+	tick := time.NewTicker(max(h/2, challengeInterval))
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-tick.C:
+			if !t.nc.IsConnected() {
+				continue
+			}
+			for _, id := range t.signing.unproven() {
+				t.sendEpochMsg(epochMsg{to: id, nonce: t.signing.challenge(id)})
+			}
+		}
+	}
 }
 
 // Send publishes m on its broadcast or direct subject. m.From must be Self. It
@@ -284,17 +379,105 @@ func (t *NATSTransport) unsubscribe() error {
 	return nil
 }
 
-// receive is the transport's goroutine: it decodes raw messages in arrival
-// order and moves the accepted ones to Inbox.
-func (t *NATSTransport) receive() {
+// admitLoop takes raw messages off the connection in arrival order and
+// passes on, to receive, those worth decoding.
+func (t *NATSTransport) admitLoop() {
 	defer t.wg.Done()
 	for {
 		select {
 		case <-t.done:
 			return
 		case msg := <-t.raw:
-			t.handle(msg)
+			t.admit(msg)
 			t.reportDropped()
+		}
+	}
+}
+
+// admit drops msg, counting why, if it is too large, not an election
+// subject of this member or over its sender's rate, or if the queue is
+// full; otherwise it queues it for receive. It parses nothing.
+func (t *NATSTransport) admit(msg *nats.Msg) {
+	if len(msg.Data) > MaxMessageSize || headerBytes(msg.Header) > maxHeaderBytes {
+		t.bad(ReasonOversize)
+		return
+	}
+	from, to, ok := subjectParties(msg.Subject, t.prefix, t.group)
+	switch {
+	case !ok:
+		t.bad(ReasonSubjectMismatch)
+		return
+	case to != "" && to != t.self:
+		t.bad(ReasonNotForMe)
+		return
+	case !t.members[from]:
+		t.bad(ReasonNotMember)
+		return
+	}
+	if t.signing != nil {
+		// What cannot carry a valid signature is dropped here, before it
+		// counts against its sender's rate: a flood of garbage in a
+		// member's name then costs that member nothing.
+		if reason := sigShape(msg.Header); reason != "" {
+			t.bad(reason)
+			return
+		}
+	}
+	if !t.rates.allow(from, time.Since(t.start)) {
+		t.bad(ReasonRateLimited)
+		return
+	}
+	size := int64(len(msg.Data))
+	if t.queued.Add(size) > t.maxQueued {
+		t.queued.Add(-size)
+		t.bad(ReasonInboxFull)
+		return
+	}
+	select {
+	case t.work <- msg:
+	default:
+		t.queued.Add(-size)
+		t.bad(ReasonInboxFull)
+	}
+}
+
+// sigShape reports a signature header that is missing or cannot be an
+// ed25519 signature, without verifying it.
+func sigShape(h nats.Header) string {
+	sig := ""
+	if h != nil {
+		sig = h.Get(SignatureHeader)
+	}
+	switch {
+	case sig == "":
+		return ReasonUnsigned
+	case base64.RawURLEncoding.DecodedLen(len(sig)) != 64:
+		return ReasonBadSignature
+	}
+	return ""
+}
+
+func headerBytes(h nats.Header) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// receive decodes the admitted messages in order and moves the accepted
+// ones to Inbox.
+func (t *NATSTransport) receive() {
+	defer t.wg.Done()
+	for {
+		select {
+		case <-t.done:
+			return
+		case msg := <-t.work:
+			t.queued.Add(-int64(len(msg.Data)))
+			t.handle(msg)
 		}
 	}
 }
@@ -302,7 +485,8 @@ func (t *NATSTransport) receive() {
 func (t *NATSTransport) handle(msg *nats.Msg) {
 	if t.signing != nil {
 		// Check the signature before parsing anything: unsigned or forged
-		// traffic costs a header lookup or one ed25519 verification.
+		// traffic costs a header lookup or one ed25519 verification of at
+		// most MaxMessageSize bytes (admit checked the size).
 		sig := ""
 		if msg.Header != nil {
 			sig = msg.Header.Get(SignatureHeader)
@@ -317,7 +501,7 @@ func (t *NATSTransport) handle(msg *nats.Msg) {
 			return
 		}
 	}
-	m, ep, n, err := DecodeNumbered(msg.Data, msg.Subject, DecodeContext{Prefix: t.prefix, Group: t.group, Self: t.self, Members: t.members})
+	m, em, ep, n, err := decodeInbound(msg.Data, msg.Subject, DecodeContext{Prefix: t.prefix, Group: t.group, Self: t.self, Members: t.members})
 	if err != nil {
 		reason := ReasonMalformed
 		var be *BadMessageError
@@ -327,6 +511,10 @@ func (t *NATSTransport) handle(msg *nats.Msg) {
 		t.bad(reason)
 		return
 	}
+	if em != nil {
+		t.handleEpochMsg(*em)
+		return
+	}
 	if m.From == t.self {
 		// Our own broadcast, echoed by a connection without NoEcho.
 		return
@@ -334,7 +522,11 @@ func (t *NATSTransport) handle(msg *nats.Msg) {
 	if t.signing != nil {
 		// The signature is the subject's sender's, and Decode checked that
 		// the payload's sender is the subject's.
-		if reason := t.signing.fresh(m.From, ep, n); reason != "" {
+		reason, challenge := t.signing.admit(m.From, ep, n)
+		if challenge {
+			t.sendEpochMsg(epochMsg{to: m.From, nonce: t.signing.challenge(m.From)})
+		}
+		if reason != "" {
 			t.bad(reason)
 			return
 		}
@@ -347,6 +539,49 @@ func (t *NATSTransport) handle(msg *nats.Msg) {
 	default:
 		t.bad(ReasonInboxFull)
 	}
+}
+
+// handleEpochMsg answers a challenge and takes a proof (see Signing).
+func (t *NATSTransport) handleEpochMsg(e epochMsg) {
+	if t.signing == nil || e.from == t.self {
+		return // without signing there are no epochs to prove
+	}
+	if !e.proof {
+		if t.signing.mayAnswer(e.from) {
+			t.sendEpochMsg(epochMsg{proof: true, to: e.from, nonce: e.nonce})
+		}
+		// The challenger's own numbering may be new to us: prove it too.
+		if _, challenge := t.signing.admit(e.from, e.ep, e.n); challenge {
+			t.sendEpochMsg(epochMsg{to: e.from, nonce: t.signing.challenge(e.from)})
+		}
+		return
+	}
+	if reason := t.signing.proof(e.from, e.ep, e.n, e.nonce); reason != "" {
+		t.bad(reason)
+	}
+}
+
+// sendEpochMsg signs and publishes a challenge or a proof. Failures are
+// not reported: a lost one is sent again on the next unproved message.
+func (t *NATSTransport) sendEpochMsg(e epochMsg) {
+	if t.isClosed() || t.signing == nil {
+		return
+	}
+	e.from = t.self
+	e.ep, e.n = t.signing.next()
+	data, err := encodeEpochMsg(t.group, e)
+	if err != nil {
+		return
+	}
+	subj := BroadcastSubject(t.prefix, t.group, t.self)
+	if e.to != "" {
+		subj = DirectSubject(t.prefix, t.group, t.self, e.to)
+	}
+	sig, err := t.signing.sign(subj, data)
+	if err != nil {
+		return
+	}
+	_ = t.nc.PublishMsg(&nats.Msg{Subject: subj, Data: data, Header: nats.Header{SignatureHeader: []string{sig}}})
 }
 
 // reportDropped reports, as inbox_full, the messages the NATS client dropped

@@ -102,6 +102,9 @@ func newNATSTestTransport(t *testing.T, s *server.Server, self string, inbox int
 	h := newHookLog()
 	tr, err := agent.NewNATSTransport(nc, agent.NATSTransportConfig{
 		Group: "g", Self: self, Members: natsTestMembers, Hooks: h.hooks(), InboxSize: inbox,
+		// These tests send bursts far above a member's rate; the rate
+		// limit has its own test.
+		SenderBurst: 1e9,
 	})
 	if err != nil {
 		t.Fatalf("NewNATSTransport(%s): %v", self, err)

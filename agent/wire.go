@@ -108,6 +108,9 @@ const (
 	ReasonNotForMe        = "not_for_me"
 	ReasonBadField        = "bad_field"
 	ReasonInboxFull       = "inbox_full"
+	// ReasonRateLimited: over the rate of messages accepted from one
+	// sender (SenderRate), or of control requests.
+	ReasonRateLimited = "rate_limited"
 )
 
 // BadMessageError is the error of Decode (and of Encode) for a message that
@@ -287,8 +290,8 @@ func EncodeNumbered(group string, m election.Message, ep, n uint64) ([]byte, err
 //   - subject_mismatch: subject is not an election subject of the group, or
 //     its sender is not from, or its target is not to ("" on a broadcast);
 //   - not_for_me: to is set and is not expect.Self;
-//   - bad_field: the type's field contract is broken (see Encode), or a list
-//     is longer than the group.
+//   - bad_field: the type's field contract is broken (see Encode), a term is
+//     above election.MaxTerm, or a list is longer than the group.
 //
 // Empty lists decode as nil. Decode never panics and does not retain data.
 func Decode(data []byte, subject string, expect DecodeContext) (election.Message, error) {
@@ -521,6 +524,8 @@ func checkFields(m election.Message) error {
 		return bad(ReasonBadField, "alg %q is not bully or ring", m.Algorithm)
 	case !validConn(m.Conn):
 		return bad(ReasonBadField, "conn %q is not a connection identity", m.Conn)
+	case m.Term > election.MaxTerm:
+		return bad(ReasonBadField, "%s with term %d above the bound %d", t, m.Term, election.MaxTerm)
 	case m.To != "" && m.To == m.From:
 		return bad(ReasonBadField, "%s addressed to its sender", t)
 	case m.Nominee != "" && m.Nominee == m.From:
@@ -570,4 +575,79 @@ func validConn(s string) bool {
 		}
 	}
 	return true
+}
+
+// The wire-only message types. A challenge asks a member to prove that the
+// epoch it numbers its messages in is live; a proof answers it, echoing the
+// challenge's nonce in seq. They never reach the election core (see
+// Signing). Agents of older builds drop them as unknown_type.
+const (
+	wireChallenge = "challenge"
+	wireProof     = "proof"
+)
+
+// epochMsg is a decoded challenge or proof.
+type epochMsg struct {
+	proof    bool
+	from, to string
+	nonce    uint64 // the challenge's nonce, or the one a proof answers
+	ep, n    uint64
+}
+
+// encodeEpochMsg encodes a challenge (to "" for the whole group) or a proof
+// (always to one member).
+func encodeEpochMsg(group string, e epochMsg) ([]byte, error) {
+	typ := wireChallenge
+	if e.proof {
+		typ = wireProof
+	}
+	if e.nonce == 0 || e.ep == 0 || e.n == 0 || (e.proof && e.to == "") {
+		return nil, bad(ReasonBadField, "%s without nonce, numbering or target", typ)
+	}
+	return json.Marshal(&wireMessage{V: WireVersion, Group: group, Type: typ, From: e.from, To: e.to, Seq: e.nonce, Ep: e.ep, N: e.n})
+}
+
+// decodeEpochMsg checks a parsed challenge or proof received on subject.
+func decodeEpochMsg(w wireMessage, subject string, expect DecodeContext) (epochMsg, error) {
+	e := epochMsg{proof: w.Type == wireProof, from: w.From, to: w.To, nonce: w.Seq, ep: w.Ep, n: w.N}
+	if w.Group != expect.Group {
+		return e, bad(ReasonWrongGroup, "group %q, want %q", w.Group, expect.Group)
+	}
+	if !expect.Members[w.From] || (w.To != "" && !expect.Members[w.To]) {
+		return e, bad(ReasonNotMember, "%s from %q to %q", w.Type, w.From, w.To)
+	}
+	from, to, ok := subjectParties(subject, expect.Prefix, expect.Group)
+	if !ok || from != w.From || to != w.To {
+		return e, bad(ReasonSubjectMismatch, "%s on subject %q", w.Type, subject)
+	}
+	if w.To != "" && w.To != expect.Self {
+		return e, bad(ReasonNotForMe, "to %q", w.To)
+	}
+	if w.Term != 0 || w.Granted != nil || len(w.Alive) > 0 || w.Nominee != "" || w.Initiator != "" || w.Candidate != "" ||
+		len(w.Participants) > 0 || w.Conn != "" || w.Alg != "" || w.Seq == 0 || w.Ep == 0 || w.N == 0 ||
+		(e.proof && w.To == "") || w.To == w.From {
+		return e, bad(ReasonBadField, "%s with fields it does not carry, or without nonce or numbering", w.Type)
+	}
+	return e, nil
+}
+
+// decodeInbound parses one message received on subject: an election message,
+// or (em non-nil) a challenge or proof.
+func decodeInbound(data []byte, subject string, expect DecodeContext) (m election.Message, em *epochMsg, ep, n uint64, err error) {
+	if len(data) > MaxMessageSize {
+		return m, nil, 0, 0, bad(ReasonOversize, "%d bytes, over %d", len(data), MaxMessageSize)
+	}
+	w, err := parseWire(data)
+	if err != nil {
+		return m, nil, 0, 0, err
+	}
+	if w.Type == wireChallenge || w.Type == wireProof {
+		e, err := decodeEpochMsg(w, subject, expect)
+		if err != nil {
+			return m, nil, 0, 0, err
+		}
+		return m, &e, w.Ep, w.N, nil
+	}
+	m, err = decodeChecked(w, subject, expect)
+	return m, nil, w.Ep, w.N, err
 }

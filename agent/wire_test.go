@@ -361,12 +361,12 @@ func TestWireMaxLegalMessageFits(t *testing.T) {
 	for _, id := range ids {
 		members[id] = true
 	}
-	const maxU64 = ^uint64(0)
+	const maxU64, maxTerm = ^uint64(0), election.MaxTerm
 	for _, m := range []election.Message{
-		{Type: election.MsgHeartbeat, From: ids[0], To: ids[1], Term: maxU64, Seq: maxU64, Alive: ids},
-		{Type: election.MsgRingToken, From: ids[0], To: ids[1], Term: maxU64, Seq: maxU64, Initiator: ids[2], Candidate: ids[3], Participants: ids},
-		{Type: election.MsgVote, From: ids[0], To: ids[1], Term: maxU64, Seq: maxU64, Granted: true},
-		{Type: election.MsgResign, From: ids[0], To: ids[1], Term: maxU64, Nominee: ids[2]},
+		{Type: election.MsgHeartbeat, From: ids[0], To: ids[1], Term: maxTerm, Seq: maxU64, Alive: ids},
+		{Type: election.MsgRingToken, From: ids[0], To: ids[1], Term: maxTerm, Seq: maxU64, Initiator: ids[2], Candidate: ids[3], Participants: ids},
+		{Type: election.MsgVote, From: ids[0], To: ids[1], Term: maxTerm, Seq: maxU64, Granted: true},
+		{Type: election.MsgResign, From: ids[0], To: ids[1], Term: maxTerm, Nominee: ids[2]},
 	} {
 		data := mustEncode(t, group, m)
 		t.Logf("largest %s: %d bytes of %d", m.Type, len(data), agent.MaxMessageSize)

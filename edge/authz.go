@@ -26,18 +26,52 @@ func MemberPermissions(prefix, group, id string) *server.Permissions {
 }
 
 // BusClientPermissions returns the permissions of any other client of the
-// site bus (a PLC poller, an operator's tool): everything except publishing
-// on the election subjects under prefix. Control requests (status, resign,
-// transfer) are allowed when control is true.
+// site bus (a PLC poller, the leader's duty): everything except publishing
+// on the election subjects under prefix. Unless control is true, the
+// control subjects (status, resign, transfer, events) are closed to it both
+// ways: it can neither send requests nor receive them (and so cannot answer
+// them), and it neither publishes nor reads events. Operators' tools log in
+// with their own keys instead (OperatorPermissions).
 func BusClientPermissions(prefix string, control bool) *server.Permissions {
 	deny := []string{prefix + ".*.el.>"}
+	var denySub []string
 	if !control {
 		deny = append(deny, prefix+".*.ctl.>")
+		denySub = []string{prefix + ".*.ctl.>"}
 	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: deny},
-		Subscribe: &server.SubjectPermission{Allow: []string{">"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{">"}, Deny: denySub},
 	}
+}
+
+// OperatorPermissions returns the permissions of an operator's tool of
+// group (edge-agent status, resign, transfer, watch): it may send control
+// requests and read their answers and the group's events, and read the
+// election traffic, but publish nothing else under prefix.
+func OperatorPermissions(prefix, group string) *server.Permissions {
+	base := prefix + "." + group
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Allow: []string{
+			base + ".ctl.status", base + ".ctl.resign", base + ".ctl.transfer", "_INBOX.>",
+		}},
+		Subscribe: &server.SubjectPermission{Allow: []string{base + ".ctl.events", base + ".el.>", "_INBOX.>"}},
+	}
+}
+
+// OperatorUsers returns one nkey user per operator key with
+// OperatorPermissions, in account acc (nil: the global account).
+func OperatorUsers(prefix, group string, keys map[string]string, acc *server.Account) []*server.NkeyUser {
+	names := make([]string, 0, len(keys))
+	for name := range keys {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	users := make([]*server.NkeyUser, 0, len(names))
+	for _, name := range names {
+		users = append(users, &server.NkeyUser{Nkey: keys[name], Permissions: OperatorPermissions(prefix, group), Account: acc})
+	}
+	return users
 }
 
 // MemberUsers returns one nkey user per member, keyed by its pinned public

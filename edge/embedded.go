@@ -49,8 +49,9 @@ type EmbeddedConfig struct {
 	LeafNode *LeafNodeConfig
 	// Members, when not nil, authorizes each member of the group by its
 	// nkey with MemberPermissions (it may publish election messages only in
-	// its own name); the Auth credential, if any, then admits other clients
-	// with BusClientPermissions (no election subjects).
+	// its own name) and each operator key with OperatorPermissions; the
+	// Auth credential, if any, then admits other clients with
+	// BusClientPermissions (no election subjects, no control subjects).
 	Members *MemberAuthz
 	// System, when not nil, gives the server a system account reachable
 	// with these credentials, so that agents can read its client
@@ -64,11 +65,13 @@ type EmbeddedConfig struct {
 // SystemUser is a user of the embedded server's system account.
 type SystemUser struct{ User, Password string }
 
-// MemberAuthz lists the members whose nkeys the server admits.
+// MemberAuthz lists the members and operators whose nkeys the server admits.
 type MemberAuthz struct {
 	Prefix, Group string
 	// Keys maps member id to its nkey user public key.
 	Keys map[string]string
+	// Operators maps an operator's name to its nkey user public key.
+	Operators map[string]string
 }
 
 // ClientAuth is the authentication the embedded server requires of
@@ -337,9 +340,9 @@ func applyMemberAuthz(opts *server.Options, m *MemberAuthz) error {
 	if opts.Authorization != "" || len(opts.Nkeys) > 0 {
 		return errors.New("edge: member_keys: with per-member authorization, admit other clients with nats.user/nats.password, not a token or an nkey")
 	}
-	opts.Nkeys = MemberUsers(m.Prefix, m.Group, m.Keys, nil)
+	opts.Nkeys = append(MemberUsers(m.Prefix, m.Group, m.Keys, nil), OperatorUsers(m.Prefix, m.Group, m.Operators, nil)...)
 	if opts.Username != "" {
-		opts.Users = []*server.User{{Username: opts.Username, Password: opts.Password, Permissions: BusClientPermissions(m.Prefix, true)}}
+		opts.Users = []*server.User{{Username: opts.Username, Password: opts.Password, Permissions: BusClientPermissions(m.Prefix, false)}}
 		opts.Username, opts.Password = "", ""
 	}
 	return nil
@@ -476,28 +479,29 @@ func ParseLeafURL(s string) (*url.URL, error) {
 // port is set to defPort.
 func parseServerURL(s, what string, defPort int, schemes ...string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimSpace(s))
+	shown := RedactURL(s)
 	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("%q is not a %s URL (%s://host:port)", s, what, what)
+		return nil, fmt.Errorf("%q is not a %s URL (%s://host:port)", shown, what, what)
 	}
 	ok := false
 	for _, sc := range schemes {
 		ok = ok || u.Scheme == sc
 	}
 	if !ok {
-		return nil, fmt.Errorf("%q: the scheme must be one of %s", s, strings.Join(schemes, "://, ")+"://")
+		return nil, fmt.Errorf("%q: the scheme must be one of %s", shown, strings.Join(schemes, "://, ")+"://")
 	}
 	if u.Hostname() == "" {
-		return nil, fmt.Errorf("%q has no host", s)
+		return nil, fmt.Errorf("%q has no host", shown)
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return nil, fmt.Errorf("%q: port %q is not a number 1..65535", s, p)
+			return nil, fmt.Errorf("%q: port %q is not a number 1..65535", shown, p)
 		}
 	} else {
 		u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(defPort))
 	}
 	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("%q: a server URL has no path, query or fragment", s)
+		return nil, fmt.Errorf("%q: a server URL has no path, query or fragment", shown)
 	}
 	return u, nil
 }

@@ -15,9 +15,13 @@ const LevelTrace = slog.LevelDebug - 4
 // serverLogger adapts the nats-server Logger interface (Noticef, Warnf,
 // Fatalf, Errorf, Debugf, Tracef) to slog. It also remembers the first fatal
 // message, because the server reports start-up failures only by logging them.
-// A nil slog.Logger discards everything but that record.
+// A nil slog.Logger discards everything but that record. Notices, warnings
+// and errors are rate-limited per format (LogBurst): a client that provokes
+// the same error (a permissions violation) thousands of times gets ten
+// lines, then one every LogEvery with the count of those left out.
 type serverLogger struct {
 	log *slog.Logger
+	lim *logLimiter
 
 	mu        sync.Mutex
 	fatalText string
@@ -27,7 +31,7 @@ func newServerLogger(l *slog.Logger) *serverLogger {
 	if l != nil {
 		l = l.With("component", "nats-server")
 	}
-	return &serverLogger{log: l}
+	return &serverLogger{log: l, lim: newLogLimiter(LogBurst, LogEvery)}
 }
 
 func (s *serverLogger) enabled(level slog.Level) bool {
@@ -43,7 +47,18 @@ func (s *serverLogger) emit(level slog.Level, format string, v []any) {
 	if !s.enabled(level) {
 		return
 	}
-	s.log.Log(context.Background(), level, fmt.Sprintf(format, v...))
+	if level < slog.LevelInfo {
+		s.log.Log(context.Background(), level, fmt.Sprintf(format, v...))
+		return
+	}
+	ok, suppressed := s.lim.allow(format)
+	switch {
+	case !ok:
+	case suppressed > 0:
+		s.log.Log(context.Background(), level, fmt.Sprintf(format, v...), "suppressed", suppressed)
+	default:
+		s.log.Log(context.Background(), level, fmt.Sprintf(format, v...))
+	}
 }
 
 // fatal returns the first fatal message logged, or "".

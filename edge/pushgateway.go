@@ -89,19 +89,32 @@ func (c *PushConfig) Validate() error {
 // no query or fragment.
 func CheckPushURL(s string) error {
 	u, err := url.Parse(s)
+	shown := RedactURL(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a URL", s)
+		return fmt.Errorf("%q is not a URL", shown)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%q: the scheme must be http:// or https://", s)
+		return fmt.Errorf("%q: the scheme must be http:// or https://", shown)
 	}
 	if u.Host == "" {
-		return fmt.Errorf("%q has no host", s)
+		return fmt.Errorf("%q has no host", shown)
 	}
 	if u.RawQuery != "" || u.Fragment != "" || strings.Contains(u.Path, "/metrics/job") {
-		return fmt.Errorf("%q: give the Pushgateway's base URL, without path /metrics/job, query or fragment", s)
+		return fmt.Errorf("%q: give the Pushgateway's base URL, without path /metrics/job, query or fragment", shown)
 	}
 	return nil
+}
+
+// splitBasicAuth returns s without its user information, and that user
+// information (nil when there is none).
+func splitBasicAuth(s string) (string, *url.Userinfo) {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s, nil
+	}
+	user := u.User
+	u.User = nil
+	return u.String(), user
 }
 
 // Pusher pushes a gatherer's metrics to a Pushgateway: every Interval, at
@@ -133,7 +146,16 @@ func NewPusher(cfg PushConfig) (*Pusher, error) {
 	if cfg.Gatherer == nil {
 		return nil, errors.New("pushgateway: no gatherer")
 	}
-	p := push.New(cfg.URL, cfg.Job).Gatherer(cfg.Gatherer)
+	// Basic auth in the URL (https://user:pass@host) goes to the
+	// Authorization header: the push library then never holds the
+	// password, so none of its errors (logged on every failed push) can
+	// show it.
+	bare, user := splitBasicAuth(cfg.URL)
+	p := push.New(bare, cfg.Job).Gatherer(cfg.Gatherer)
+	if user != nil {
+		pass, _ := user.Password()
+		p = p.BasicAuth(user.Username(), pass)
+	}
 	for _, kv := range cfg.Grouping {
 		p = p.Grouping(kv[0], kv[1])
 	}
@@ -146,7 +168,7 @@ func NewPusher(cfg PushConfig) (*Pusher, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pusher{cfg: cfg, pusher: p, log: log.With("pushgateway", cfg.URL), trigger: make(chan struct{}, 1)}, nil
+	return &Pusher{cfg: cfg, pusher: p, log: log.With("pushgateway", RedactURL(cfg.URL)), trigger: make(chan struct{}, 1)}, nil
 }
 
 // Config returns the validated configuration.

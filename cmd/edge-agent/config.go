@@ -241,7 +241,14 @@ var coreSettings = []setting{
 			rc.Agent.MemberKeys = keys
 			return err
 		},
-		fromFile: (*loader).memberKeysFromFile},
+		fromFile: keyMapFromFile("member_keys", "ID", func(rc *runConfig, m map[string]string) { rc.Agent.MemberKeys = m })},
+	{key: "operator_keys", flag: "operator-keys", usage: "nkey public keys of the operators' tools allowed on the control subjects, `NAME=KEY,...` (needs signing_seed and member_keys)",
+		set: func(rc *runConfig, s string) error {
+			keys, err := agent.ParseMemberKeys(s)
+			rc.Agent.OperatorKeys = keys
+			return err
+		},
+		fromFile: keyMapFromFile("operator_keys", "NAME", func(rc *runConfig, m map[string]string) { rc.Agent.OperatorKeys = m })},
 	{key: "journal", flag: "journal", usage: "append leadership intervals and votes as JSON lines to `FILE` (an audit log; fault tests read it)",
 		set: func(rc *runConfig, s string) error { rc.Journal = s; return nil }},
 }
@@ -273,6 +280,7 @@ type fileConfig struct {
 	FastFailover    yaml.Node `yaml:"fast_failover"`
 	SigningSeed     yaml.Node `yaml:"signing_seed"`
 	MemberKeys      yaml.Node `yaml:"member_keys"`
+	OperatorKeys    yaml.Node `yaml:"operator_keys"`
 	Fence           yaml.Node `yaml:"fast_failover_fence"`
 	NATS            *fileNATS `yaml:"nats"`
 
@@ -324,6 +332,7 @@ func (f *fileConfig) nodes() map[string]*yaml.Node {
 		"fast_failover":       &f.FastFailover,
 		"signing_seed":        &f.SigningSeed,
 		"member_keys":         &f.MemberKeys,
+		"operator_keys":       &f.OperatorKeys,
 		"fast_failover_fence": &f.Fence,
 	}
 	n := f.NATS
@@ -483,6 +492,9 @@ func flagParseError(err error) error {
 // loadFile reads the YAML config file at path into rc.
 func (l *loader) loadFile(rc *runConfig, path string) error {
 	l.path = path
+	if err := checkConfigFileMode(path); err != nil {
+		return err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -743,6 +755,9 @@ func (l *loader) finish(rc *runConfig) error {
 	if rc.HTTPAddr == "off" {
 		rc.HTTPAddr = ""
 	}
+	if err := l.checkSecretFiles(rc); err != nil {
+		return err
+	}
 	return l.finishOps(rc)
 }
 
@@ -878,7 +893,7 @@ func parseURLList(s string) ([]string, error) {
 	for _, u := range strings.Split(s, ",") {
 		u = strings.TrimSpace(u)
 		if u == "" {
-			return nil, fmt.Errorf("%q: empty URL between commas", s)
+			return nil, fmt.Errorf("%q: empty URL between commas", strings.Join(edge.RedactURLs(strings.Split(s, ",")), ","))
 		}
 		if err := checkNATSURL(u); err != nil {
 			return nil, err
@@ -892,24 +907,25 @@ func parseURLList(s string) ([]string, error) {
 // given, a numeric port.
 func checkNATSURL(s string) error {
 	u, err := url.Parse(s)
+	shown := edge.RedactURL(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a URL", s)
+		return fmt.Errorf("%q is not a URL", shown)
 	}
 	if u.Scheme != "nats" && u.Scheme != "tls" {
-		return fmt.Errorf("%q: the scheme must be nats:// or tls://", s)
+		return fmt.Errorf("%q: the scheme must be nats:// or tls://", shown)
 	}
 	if u.Hostname() == "" {
-		return fmt.Errorf("%q has no host", s)
+		return fmt.Errorf("%q has no host", shown)
 	}
 	if p := u.Port(); p != "" {
 		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
-			return fmt.Errorf("%q: port %q is not a number 0..65535", s, p)
+			return fmt.Errorf("%q: port %q is not a number 0..65535", shown, p)
 		}
 	} else if strings.HasSuffix(u.Host, ":") {
-		return fmt.Errorf("%q: empty port", s)
+		return fmt.Errorf("%q: empty port", shown)
 	}
 	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("%q: a NATS URL has no path, query or fragment", s)
+		return fmt.Errorf("%q: a NATS URL has no path, query or fragment", shown)
 	}
 	return nil
 }
@@ -927,30 +943,31 @@ func checkHostPort(s string) error {
 	return nil
 }
 
-// memberKeysFromFile reads member_keys: a map of member id to public key,
-// or the flag's "id=KEY,..." string.
-func (l *loader) memberKeysFromFile(rc *runConfig, n *yaml.Node) error {
-	const key = "member_keys"
-	switch n.Kind {
-	case yaml.ScalarNode:
-		keys, err := agent.ParseMemberKeys(n.Value)
-		if err != nil {
-			return l.fileErrorf(n, key, "%v", err)
+// keyMapFromFile reads a map of names to public keys (member_keys,
+// operator_keys), or the flag's "NAME=KEY,..." string.
+func keyMapFromFile(key, name string, assign func(*runConfig, map[string]string)) func(*loader, *runConfig, *yaml.Node) error {
+	return func(l *loader, rc *runConfig, n *yaml.Node) error {
+		switch n.Kind {
+		case yaml.ScalarNode:
+			keys, err := agent.ParseMemberKeys(n.Value)
+			if err != nil {
+				return l.fileErrorf(n, key, "%v", err)
+			}
+			assign(rc, keys)
+			return nil
+		case yaml.MappingNode:
+		default:
+			return l.fileErrorf(n, key, "must map %ss to public keys, not be a %s", strings.ToLower(name), kindName(n))
 		}
-		rc.Agent.MemberKeys = keys
+		keys := map[string]string{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+			if k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode || v.Value == "" {
+				return l.fileErrorf(k, key, "each entry must be %s: PUBLIC_KEY", name)
+			}
+			keys[k.Value] = strings.TrimSpace(v.Value)
+		}
+		assign(rc, keys)
 		return nil
-	case yaml.MappingNode:
-	default:
-		return l.fileErrorf(n, key, "must map member ids to public keys, not be a %s", kindName(n))
 	}
-	keys := map[string]string{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
-		if k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode || v.Value == "" {
-			return l.fileErrorf(k, key, "each entry must be ID: PUBLIC_KEY")
-		}
-		keys[k.Value] = strings.TrimSpace(v.Value)
-	}
-	rc.Agent.MemberKeys = keys
-	return nil
 }

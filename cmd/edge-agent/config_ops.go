@@ -213,7 +213,7 @@ func (l *loader) keyedError(err error) error {
 func describeOps(w io.Writer, rc *runConfig) {
 	if rc.Push.URL != "" {
 		fmt.Fprintf(w, "pushing metrics to %s every %s (job %s, group %s, instance %s)\n",
-			rc.Push.URL, rc.Push.Interval, rc.Push.Job, rc.Agent.Group, rc.Agent.ID)
+			edge.RedactURL(rc.Push.URL), rc.Push.Interval, rc.Push.Job, rc.Agent.Group, rc.Agent.ID)
 	}
 	if d := rc.Duty; len(d.Command) > 0 {
 		fmt.Fprintf(w, "leader duty: %s (grace %s, resign after %d failures within %s)\n",

@@ -17,9 +17,10 @@ import (
 
 // TestE2ESignedSiteWithMemberAuthorization: an offline site of three
 // gateways whose embedded servers admit each member by its nkey, with
-// publish rights on its own election subjects only, and admit other
-// clients with the site password but never on election subjects. Messages
-// are signed. The site elects, fails over, and answers the ops CLI.
+// publish rights on its own election subjects only, an operator by its nkey
+// on the control subjects, and other clients with the site password but
+// never on election or control subjects. Messages are signed. The site
+// elects, fails over, and answers the operator's CLI.
 func TestE2ESignedSiteWithMemberAuthorization(t *testing.T) {
 	dir := t.TempDir()
 	var keys []string
@@ -37,8 +38,19 @@ func TestE2ESignedSiteWithMemberAuthorization(t *testing.T) {
 		}
 		keys = append(keys, id+"="+pub)
 	}
+	op, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opSeed, _ := op.Seed()
+	opPub, _ := op.PublicKey()
+	opFile := filepath.Join(dir, "operator.nk")
+	if err := os.WriteFile(opFile, opSeed, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	site, err := harness.NewClusterSite(binary, dir, 3, "--heartbeat", "100ms", "--preemption", "never",
-		"--nats-user", "site", "--nats-password", "s3cret", "--member-keys", strings.Join(keys, ","))
+		"--nats-user", "site", "--nats-password", "s3cret", "--member-keys", strings.Join(keys, ","),
+		"--operator-keys", "ops="+opPub)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,11 +66,18 @@ func TestE2ESignedSiteWithMemberAuthorization(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Operators' tools log in with the site password and may ask for status.
+	// The operator's tool logs in with its key, signs its request and
+	// verifies the answers against the members' keys.
 	out, err := exec.Command(binary, "status", "--json", "--nats-url", site.ClientURLs["gw1"], "--group", site.Group,
+		"--nats-nkey-seed", opFile, "--member-keys", strings.Join(keys, ",")).CombinedOutput()
+	if err != nil || strings.Count(string(out), `"id"`) < 3 || strings.Contains(string(out), "could not be verified") {
+		t.Fatalf("status with the operator key: %v\n%s", err, out)
+	}
+	// The site password is not allowed on the control subjects.
+	out, err = exec.Command(binary, "status", "--json", "--nats-url", site.ClientURLs["gw1"], "--group", site.Group,
 		"--nats-user", "site", "--nats-password", "s3cret").CombinedOutput()
-	if err != nil || strings.Count(string(out), `"id"`) < 3 {
-		t.Fatalf("status with the site password: %v\n%s", err, out)
+	if err == nil || strings.Contains(string(out), `"id"`) {
+		t.Fatalf("status with the site password answered: %v\n%s", err, out)
 	}
 	// But the site password does not let a client speak on election subjects.
 	errs := make(chan error, 1)

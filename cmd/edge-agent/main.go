@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -22,10 +23,15 @@ import (
 
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/edge"
+	"github.com/edge-agent/edge-agent/election"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
 var version = "dev"
+
+// defaultMemoryLimit is the Go runtime's soft memory limit of `run` unless
+// the GOMEMLIMIT environment variable sets one.
+const defaultMemoryLimit = 40 << 20
 
 // Exit codes: 0 success, 1 runtime failure, 2 bad config or usage.
 const (
@@ -48,12 +54,18 @@ Usage:
   edge-agent demo [--gateways N] [--heartbeat D]
                                              a whole local site: election and failover
   edge-agent check-config --config FILE      validate a config file
+  edge-agent reset-term --config FILE [--term N]
+                                             set the stored term, with the agent stopped
+                                             (the way back for a group at the term bound)
   edge-agent version
 
-status, resign and transfer take --config FILE (the agent's config: its NATS
-servers, credentials, group and prefix) or --nats-url, --group and the NATS
-credential flags of run (--nats-user, --nats-password, --nats-token,
---nats-nkey-seed, --nats-creds, --nats-tls-ca, --nats-tls-cert, --nats-tls-key).
+status, resign, transfer and watch take --config FILE (the agent's config: its
+NATS servers, credentials, group, prefix and keys) or --nats-url, --group and
+the NATS credential flags of run (--nats-user, --nats-password, --nats-token,
+--nats-nkey-seed, --nats-creds, --nats-tls-ca, --nats-tls-cert, --nats-tls-key);
+in a group that signs (member_keys), --signing-seed FILE (a member's or an
+operator's key; default --nats-nkey-seed) signs the requests and
+--member-keys ID=KEY,... verifies the answers.
 `
 
 func main() {
@@ -85,6 +97,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdDemo(rest, stdout, stderr)
 	case "check-config":
 		return cmdCheckConfig(rest, stdout, stderr)
+	case "reset-term":
+		return cmdResetTerm(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "edge-agent %s (%s, %s/%s%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH, buildFlavor)
 		return exitOK
@@ -109,10 +123,13 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 		lv = slog.LevelInfo
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	// Warnings and errors others can provoke at will must not fill the
+	// journal (edge.LimitedHandler).
+	return slog.New(edge.NewLimitedHandler(h))
 }
 
 func cmdRun(args []string, stderr io.Writer) int {
@@ -126,9 +143,19 @@ func cmdRun(args []string, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := newLogger(stderr, rc.LogFormat, rc.LogLevel)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// A soft limit on the Go heap: under a flood of large messages on
+		// the site bus (the embedded server reads every one), the garbage
+		// is collected before the agent grows (deploy/arm64/README.md).
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := runAgent(ctx, rc, log); err != nil {
+		if errors.Is(err, agent.ErrTermAtBound) {
+			log.Error("edge-agent failed: the group's term reached its bound; with every agent of the group stopped, run `edge-agent reset-term --config FILE` on every gateway (docs/SECURITY.md)", "err", err)
+			return exitFailure
+		}
 		log.Error("edge-agent failed", "err", err)
 		return exitFailure
 	}
@@ -175,7 +202,7 @@ func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
 	name := agent.ConnName(rc.Agent.Group, rc.Agent.ID)
 	nc, err := nats.Connect(strings.Join(urls, ","), append(agent.NATSOptions(name), clientOpts...)...)
 	if err != nil {
-		return fmt.Errorf("connect to NATS %s: %w", strings.Join(urls, ","), err)
+		return fmt.Errorf("connect to NATS %s: %w", strings.Join(edge.RedactURLs(urls), ","), err)
 	}
 	defer nc.Close()
 	opts := []agent.Option{agent.WithNATS(nc), agent.WithLogger(log), agent.WithVersion(version)}
@@ -265,7 +292,7 @@ func startEmbedded(rc *runConfig, log *slog.Logger) (*edge.EmbeddedServer, error
 	}
 	var members *edge.MemberAuthz
 	if len(rc.Agent.MemberKeys) > 0 {
-		members = &edge.MemberAuthz{Prefix: rc.Agent.SubjectPrefix, Group: rc.Agent.Group, Keys: rc.Agent.MemberKeys}
+		members = &edge.MemberAuthz{Prefix: rc.Agent.SubjectPrefix, Group: rc.Agent.Group, Keys: rc.Agent.MemberKeys, Operators: rc.Agent.OperatorKeys}
 		if auth.NKey != "" || auth.Token != "" {
 			return nil, errors.New("member_keys: with per-member authorization, admit other clients with nats.user/nats.password")
 		}
@@ -340,11 +367,60 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 	case rc.EmbeddedNATS:
 		fmt.Fprintf(stdout, "embedded NATS on %s, standalone\n", rc.NATSListen)
 	default:
-		fmt.Fprintf(stdout, "NATS: %s\n", strings.Join(rc.NATSURLs, ", "))
+		fmt.Fprintf(stdout, "NATS: %s\n", strings.Join(edge.RedactURLs(rc.NATSURLs), ", "))
 	}
 	if c.IslandMode {
 		fmt.Fprintln(stdout, "warning: quorum: none (island mode): a partition can elect two leaders")
 	}
 	describeOps(stdout, rc)
+	return exitOK
+}
+
+// cmdResetTerm sets the term and vote stored in a gateway's state directory,
+// with its agent stopped (agent.ResetState). Setting the term back (the
+// default, 0) is the way back for a group whose terms reached the bound
+// (election.MaxTerm): the term is the leader's fencing token, so every agent
+// of the group must be stopped and every gateway reset before any starts
+// again; it is refused unless the stored term is within agent.MaxTermJump of
+// the bound, or --force. Raising it (--term N above the stored term) gives a
+// gateway the term of a group that ran more than MaxTermJump elections
+// since it last ran.
+func cmdResetTerm(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("reset-term", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	path := fs.String("config", "", "the agent's config file (its state_dir)")
+	dir := fs.String("state-dir", "", "the state directory, instead of --config")
+	term := fs.Uint64("term", 0, "the term to store")
+	force := fs.Bool("force", false, "set the term back although it is far from the bound")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || (*path == "") == (*dir == "") {
+		fmt.Fprintln(stderr, "edge-agent reset-term: usage: edge-agent reset-term --config FILE | --state-dir DIR [--term N] [--force]")
+		return exitUsage
+	}
+	if *path != "" {
+		rc, err := loadCheckConfig(*path)
+		if err != nil {
+			fmt.Fprintf(stderr, "edge-agent: %v\n", err)
+			return exitUsage
+		}
+		*dir = rc.Agent.StateDir
+	}
+	old, err := agent.ReadState(*dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "edge-agent reset-term: %v\n", err)
+		return exitFailure
+	}
+	if *term < old.Term && old.Term < election.MaxTerm-agent.MaxTermJump && !*force {
+		fmt.Fprintf(stderr, "edge-agent reset-term: %s holds term %d, far from the bound %d: setting it back to %d would let fencing tokens go back; use --force if every agent of the group is stopped and every gateway is being reset\n",
+			*dir, old.Term, election.MaxTerm, *term)
+		return exitFailure
+	}
+	if _, err := agent.ResetState(*dir, *term); err != nil {
+		fmt.Fprintf(stderr, "edge-agent reset-term: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "%s: term %d -> %d, vote cleared\n", *dir, old.Term, *term)
+	if *term < old.Term {
+		fmt.Fprintln(stdout, "reset every gateway of the group before starting any of its agents again")
+	}
 	return exitOK
 }

@@ -49,7 +49,7 @@ func startPusher(rc *runConfig, a *agent.Agent, log *slog.Logger) (stop func(), 
 		defer close(done)
 		p.Run(ctx)
 	}()
-	log.Info("pushing metrics to the Pushgateway", "url", c.URL, "interval", c.Interval, "job", c.Job)
+	log.Info("pushing metrics to the Pushgateway", "url", edge.RedactURL(c.URL), "interval", c.Interval, "job", c.Job)
 	return func() {
 		cancelWatch()
 		cancel()

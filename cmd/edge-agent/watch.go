@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os/signal"
+	"sort"
 	"syscall"
 	"time"
 
@@ -20,6 +22,12 @@ import (
 // the current state from a status request, then one line per event (one
 // JSON object per line with --json) until interrupted, or until --count
 // events were printed.
+//
+// With the members' keys (--config or --member-keys), an event counts only
+// if it is signed by the member it names and numbered after the last one
+// printed of that member's current epoch, which the status answers give (a
+// captured event played back is refused). An event of an epoch not seen yet
+// (the member restarted) is held until a new status answer confirms it.
 func cmdWatch(args []string, stdout, stderr io.Writer) int {
 	count := 0
 	o, err := parseOpsFlags("watch", args, true, func(fs *flag.FlagSet) {
@@ -48,19 +56,38 @@ func cmdWatch(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	defer sub.Unsubscribe()
-	if !o.json {
-		reports, err := collectStatus(nc, o.prefix, o.group, o.timeout)
+	v := &verifier{keys: o.memberKeys}
+	w := &eventWatch{o: o, v: v, known: map[string]agent.Numbering{}, held: map[string][]heldEvent{}, out: stdout, errOut: stderr}
+	if !o.json || v.keys != nil {
+		answers, err := collectStatus(nc, o, v)
 		if err != nil {
 			fmt.Fprintf(stderr, "edge-agent watch: %v\n", err)
 			return exitFailure
 		}
-		printWatchHeader(stdout, o.group, reports)
+		w.flushNotes()
+		for id, num := range answers.nums {
+			w.known[id] = num // the changes before the answer are history
+		}
+		if !o.json {
+			printWatchHeader(stdout, o.group, answers.reports)
+		}
+	} else {
+		w.flushNotes()
 	}
+	statusInbox := nc.NewRespInbox()
+	statusCh := make(chan *nats.Msg, 256)
+	ssub, err := nc.ChanSubscribe(statusInbox, statusCh)
+	if err != nil {
+		fmt.Fprintf(stderr, "edge-agent watch: subscribe: %v\n", err)
+		return exitFailure
+	}
+	defer ssub.Unsubscribe()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	closed := make(chan struct{})
 	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	for n := 0; count == 0 || n < count; {
+	var lastQuery time.Time
+	for count == 0 || w.printed < count {
 		select {
 		case <-ctx.Done():
 			return exitOK
@@ -68,21 +95,129 @@ func cmdWatch(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "edge-agent watch: NATS connection closed")
 			return exitFailure
 		case m := <-ch:
-			var c agent.LeaderChange
-			if err := json.Unmarshal(m.Data, &c); err != nil || c.ID == "" {
-				continue
+			if w.event(m) && time.Since(lastQuery) >= time.Second {
+				// An epoch not seen yet: ask the group again.
+				lastQuery = time.Now()
+				if req, err := o.request(agent.VerbStatus, statusInbox, nil); err == nil {
+					_ = nc.PublishMsg(req)
+				}
 			}
-			n++
-			if o.json {
-				b, _ := json.Marshal(c)
-				fmt.Fprintf(stdout, "%s\n", b)
-				continue
-			}
-			fmt.Fprintf(stdout, "%s  %-12s leader %s -> %s  term %d  (#%d)\n",
-				c.Time.Local().Format("15:04:05.000"), c.ID, dash(c.Previous), dash(c.Leader), c.Term, c.Seq)
+		case m := <-statusCh:
+			w.status(m)
 		}
+		w.flushNotes()
 	}
 	return exitOK
+}
+
+// heldEvent is an event of an epoch not confirmed yet.
+type heldEvent struct {
+	num agent.Numbering
+	c   agent.LeaderChange
+}
+
+// eventWatch decides which events to print (see cmdWatch).
+type eventWatch struct {
+	o       *opsFlags
+	v       *verifier
+	known   map[string]agent.Numbering // member -> its epoch and the last event printed (or the status answer's number)
+	held    map[string][]heldEvent
+	printed int
+	count   int
+	out     io.Writer
+	errOut  io.Writer
+}
+
+// event handles one event; it reports whether its epoch needs a status
+// answer to be confirmed.
+func (w *eventWatch) event(m *nats.Msg) bool {
+	var c agent.LeaderChange
+	if err := json.Unmarshal(m.Data, &c); err != nil || c.ID == "" {
+		return false
+	}
+	if w.v.keys == nil {
+		w.print(c)
+		return false
+	}
+	num, err := w.v.check(m, c.ID)
+	if err == nil && num.Epoch == 0 {
+		err = errors.New("not numbered")
+	}
+	if err != nil {
+		w.v.refuse("an event", c.ID, err)
+		return false
+	}
+	k, ok := w.known[c.ID]
+	if ok && num.Epoch == k.Epoch {
+		if num.N > k.N {
+			w.known[c.ID] = num
+			w.print(c)
+		}
+		return false // an event already printed, or history: played back
+	}
+	if len(w.held[c.ID]) < 64 {
+		w.held[c.ID] = append(w.held[c.ID], heldEvent{num, c})
+	}
+	return true
+}
+
+// status handles a status answer asked for to confirm an epoch: the held
+// events of a member that restarted since the watch began are printed, in
+// order; those of an epoch the member does not run are dropped.
+func (w *eventWatch) status(m *nats.Msg) {
+	var r agent.StatusReport
+	if json.Unmarshal(m.Data, &r) != nil || r.ID == "" {
+		return
+	}
+	num, err := w.v.check(m, r.ID)
+	if err != nil {
+		w.v.refuse("a status answer", r.ID, err)
+		return
+	}
+	held := w.held[r.ID]
+	delete(w.held, r.ID)
+	prev, had := w.known[r.ID]
+	if had && prev.Epoch == num.Epoch {
+		return // nothing new: the held events were of other epochs
+	}
+	w.known[r.ID] = num
+	if !had {
+		return // not known at the start: what it sent before is history
+	}
+	sort.Slice(held, func(i, j int) bool { return held[i].num.N < held[j].num.N })
+	last := uint64(0)
+	for _, h := range held {
+		if h.num.Epoch == num.Epoch && h.num.N > last && h.num.N < num.N {
+			last = h.num.N
+			w.print(h.c)
+		}
+	}
+}
+
+func (w *eventWatch) print(c agent.LeaderChange) {
+	if w.o.json {
+		b, _ := json.Marshal(c)
+		fmt.Fprintf(w.out, "%s\n", b)
+	} else {
+		fmt.Fprintf(w.out, "%s  %-12s leader %s -> %s  term %d  (#%d)\n",
+			c.Time.Local().Format("15:04:05.000"), c.ID, dash(c.Previous), dash(c.Leader), c.Term, c.Seq)
+	}
+	w.printed++
+}
+
+// flushNotes writes the verifier's notes once.
+func (w *eventWatch) flushNotes() {
+	if w.v.keys == nil {
+		if w.count == 0 {
+			fmt.Fprintf(w.errOut, "edge-agent watch: events are not verified: give --config FILE or --member-keys to check that they come from the members\n")
+		}
+		w.count = 1
+		return
+	}
+	for _, n := range w.v.notes[w.count:] {
+		fmt.Fprintf(w.errOut, "edge-agent watch: %s\n", n)
+	}
+	w.count = len(w.v.notes)
 }
 
 // printWatchHeader states who leads before the stream starts.
