@@ -417,15 +417,6 @@ func (a *adversary) quiet(limit int) (int, bool) {
 	return limit, false
 }
 
-func contains(ids []string, id string) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
 // Replay runs rc again from the recorded choices, writing every event to
 // trace; it returns what the replay found.
 func replay(rc RunConfig, choices []uint32, trace func(string)) Outcome {
