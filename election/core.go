@@ -1243,6 +1243,14 @@ func (c *core) stepPreVote(m Message) error {
 		return nil
 	}
 	c.send(Message{Type: MsgPreVoteReply, To: m.From, Term: m.Term, Seq: m.Seq, Granted: true})
+	if c.preVotes != nil && m.Term == c.hs.Term+1 && c.outranks(m.From, c.self.ID) {
+		// Both ask for the same term (their views left each other out):
+		// the lower one gives way, or both would proclaim it and split the
+		// votes. It waits for the higher one's COORDINATOR, as any member
+		// that expects another to stand.
+		c.endPreVote()
+		c.alg.startElection(m.From)
+	}
 	return nil
 }
 

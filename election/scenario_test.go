@@ -479,3 +479,32 @@ func TestPreVoteRepeatedOnLossyLink(t *testing.T) {
 		t.Fatalf("n4 led %d ticks after the crash, want at most D + one answer window = %d", took, limit)
 	}
 }
+
+// TestNoSplitVoteWhenViewsLeaveEachOtherOut: the leader's last heartbeat
+// lists no one else alive (a compromised key forged it, or a leader that
+// heard no one for D). When it falls silent, n1 and n2 each expect to be the
+// highest live member and ask for pre-votes in the same tick. Each grants the
+// other's; without more, both would proclaim the same term and split the
+// votes, and the group would wait a failed election and a backoff. The lower
+// one gives way to the higher one's request instead.
+func TestNoSplitVoteWhenViewsLeaveEachOtherOut(t *testing.T) {
+	s := newSim(t, 3, NewBully, nil)
+	s.runUntil(settle, "first leader", func() bool { l, ok := s.agreed(); return ok && l == "n3" })
+	term := s.term("n3")
+	for _, id := range []string{"n1", "n2"} {
+		if err := s.nodes[id].Step(Message{Type: MsgHeartbeat, From: "n3", Term: term, Seq: 1000, Alive: []string{"n3"}}); err != nil {
+			t.Fatal(err)
+		}
+		s.collect(id)
+	}
+	s.queue = nil // the acknowledgements of the forged heartbeat
+	s.crash("n3")
+	cfg := s.cfgs["n1"]
+	took := s.runUntil(settle, "a new leader", func() bool { _, ok := s.agreed("n1", "n2"); return ok })
+	if got := s.term("n2"); got != term+1 {
+		t.Fatalf("new leader's term %d, want %d: the votes split", got, term+1)
+	}
+	if limit := cfg.ElectionTicks + cfg.AnswerTicks; took > limit {
+		t.Fatalf("a leader %d ticks after the silence began, want at most D + one answer timeout = %d", took, limit)
+	}
+}
