@@ -163,7 +163,7 @@ type Duty struct {
 	lastHook chan struct{}   // closed when the last queued hook finished
 	failures []time.Duration // guarded by sem: when the command failed (agent's monotonic clock), within the window
 
-	wg sync.WaitGroup // leaderships and hooks in flight
+	wg sync.WaitGroup // leaderships, guards and hooks in flight
 
 	// holdRenewals stops the guard's renewals (tests: a guard that expires
 	// while the lease is renewed, as when the agent was frozen).
@@ -301,8 +301,11 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, term uint64, env
 	fast := !d.a.noFast && (d.a.nc != nil || d.a.routes != nil)
 	lc := leaseClock{a: d.a}
 	lc.refresh()
-	// guardAt is the guard's deadline for a lease end.
-	guardAt := func(end time.Duration) int64 { return d.a.monoDeadline(end - hardLead) }
+	// guardAt gives the guard's deadlines for a lease end: SIGTERM and
+	// SIGKILL when the agent itself would send them.
+	guardAt := func(end time.Duration) (soft, hard int64) {
+		return d.a.monoDeadline(end - softLead), d.a.monoDeadline(end - hardLead)
+	}
 	label := d.a.cfg.ID + "/" + strconv.FormatUint(term, 10)
 
 	bo := backoff.NewExponentialBackOff(
@@ -367,8 +370,9 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, term uint64, env
 		case child == nil && !live:
 			return
 		case child == nil && keep && !resigned && now >= nextStart && d.a.IsLeader():
+			soft, hard := guardAt(lc.end)
 			p, err := startDutyProc(dutyStart{argv: d.cfg.Command, env: env, dir: d.cfg.Dir, stdout: d.cfg.Stdout, stderr: d.cfg.Stderr,
-				guard: d.cfg.GuardPath, label: label, deadline: guardAt(lc.end), leaseEnd: lc.end, log: log}, now)
+				guard: d.cfg.GuardPath, label: label, soft: soft, deadline: hard, leaseEnd: lc.end, wg: &d.wg, log: log}, now)
 			starts++
 			if starts > 1 {
 				d.a.m.dutyRestarts.Inc()
@@ -425,8 +429,11 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, term uint64, env
 						}
 					}()
 				}
-			case stopping:
-				log.Info("leader duty stopped", "pid", pid, "ran", ran, "exit", exitText(child.err))
+			case stopping || child.soft:
+				// Stopped as asked, or by the guard's SIGTERM as the lease
+				// was about to run out (the agent's own comes at the same
+				// time): started again if the lease is renewed after all.
+				log.Info("leader duty stopped", "pid", pid, "ran", ran, "exit", exitText(child.err), "by_guard", child.soft && !stopping)
 				child = nil
 			default:
 				log.Warn("leader duty exited while leading", "pid", pid, "ran", ran, "exit", exitText(child.err))

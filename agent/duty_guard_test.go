@@ -60,7 +60,14 @@ func TestDutyNotRestartedAfterGuardDeadline(t *testing.T) {
 	ids := []string{"gw1", "gw2", "gw3"}
 	duties := map[string]*Duty{}
 	_, agents, _ := runSite(t, 3, 100*time.Millisecond, siteSetup{opts: func(id string) []Option {
-		d := NewDuty(DutyConfig{Command: []string{"sh", script}, Env: []string{"DUTY_LOG=" + log}, RestartBackoff: 10 * time.Millisecond})
+		// gw3's duty ignores SIGTERM: the guard's soft deadline (SIGTERM,
+		// after which the duty would be started again if the lease was
+		// renewed) does not stop it, the hard one kills it.
+		argv := []string{"sh", script}
+		if id == "gw3" {
+			argv = append(argv, "stubborn")
+		}
+		d := NewDuty(DutyConfig{Command: argv, Env: []string{"DUTY_LOG=" + log}, RestartBackoff: 10 * time.Millisecond})
 		duties[id] = d
 		return []Option{WithDuty(d)}
 	}})

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -40,10 +41,12 @@ type dutyStart struct {
 	dir      string
 	stdout   io.Writer // an *os.File is passed on as is
 	stderr   io.Writer
-	guard    string        // the guard's executable
-	label    string        // id/term, for ps and the guard's log lines
-	deadline int64         // CLOCK_MONOTONIC: the guard kills the tree then unless renewed
-	leaseEnd time.Duration // the lease end (agent's clock) deadline was made from
+	guard    string          // the guard's executable
+	label    string          // id/term, for ps and the guard's log lines
+	soft     int64           // CLOCK_MONOTONIC: the guard sends SIGTERM then unless renewed
+	deadline int64           // CLOCK_MONOTONIC: the guard kills the tree then unless renewed
+	leaseEnd time.Duration   // the lease end (agent's clock) they were made from
+	wg       *sync.WaitGroup // counts the guard until it exited
 	log      *slog.Logger
 }
 
@@ -52,11 +55,12 @@ type dutyProc struct {
 	guardPid int
 	pid      atomic.Int64  // the command's pid, once the guard reported it
 	started  time.Duration // on the agent's monotonic clock
-	done     chan struct{} // closed once the guard exited: the whole tree is gone
+	done     chan struct{} // closed once the guard reported the whole tree gone
 
 	// Set before done is closed.
 	err     error // the command's exit: nil for status 0
 	expired bool  // the guard killed the tree because the deadline passed
+	soft    bool  // it ended after the guard's SIGTERM at the soft deadline
 
 	conn *net.UnixConn
 	sent time.Duration // the lease end last sent; supervise's goroutine only
@@ -81,7 +85,8 @@ func startDutyProc(s dutyStart, now time.Duration) (*dutyProc, error) {
 		return nil, fmt.Errorf("duty guard: %w", err)
 	}
 	conn := fc.(*net.UnixConn)
-	args := []string{dutyguard.Arg, "--deadline=" + strconv.FormatInt(s.deadline, 10), "--label=" + s.label, "--"}
+	args := []string{dutyguard.Arg, "--soft=" + strconv.FormatInt(s.soft, 10), "--deadline=" + strconv.FormatInt(s.deadline, 10),
+		"--label=" + s.label, "--"}
 	cmd := exec.Command(s.guard, append(append(args, path), s.argv...)...)
 	cmd.Args[0] = os.Args[0] // ps shows the agent's name, not /proc/self/exe
 	cmd.Env = append(append([]string(nil), s.env...), dutyguard.Env+"="+dutyguard.Protocol)
@@ -96,14 +101,17 @@ func startDutyProc(s dutyStart, now time.Duration) (*dutyProc, error) {
 		return nil, fmt.Errorf("duty guard %s: %w", s.guard, err)
 	}
 	p := &dutyProc{guardPid: cmd.Process.Pid, started: now, done: make(chan struct{}), conn: conn, sent: s.leaseEnd}
+	s.wg.Add(1)
 	go p.follow(cmd, s)
 	return p, nil
 }
 
-// follow reads the guard's reports until it exits, then closes done.
+// follow reads the guard's reports until it exits. done is closed at the
+// guard's final report, once the tree is gone (a handover waits for that);
+// the guard's own exit is waited for after it, counted in s.wg.
 func (p *dutyProc) follow(cmd *exec.Cmd, s dutyStart) {
-	defer close(p.done)
-	var reason, status string
+	defer s.wg.Done()
+	reported := false
 	sc := bufio.NewScanner(p.conn)
 	for sc.Scan() {
 		verb, rest, _ := strings.Cut(sc.Text(), " ")
@@ -114,20 +122,29 @@ func (p *dutyProc) follow(cmd *exec.Cmd, s dutyStart) {
 				s.log.Info("leader duty started", "pid", pid, "guard_pid", p.guardPid, "command", s.argv[0])
 			}
 		case dutyguard.Done:
-			reason, status, _ = strings.Cut(rest, " ")
+			if reported {
+				continue
+			}
+			reported = true
+			reason, status, _ := strings.Cut(rest, " ")
+			switch reason {
+			case dutyguard.Exited, dutyguard.Stopped, dutyguard.Killed, dutyguard.Expired:
+				p.expired = reason == dutyguard.Expired
+				p.soft = reason == dutyguard.Stopped
+				if status != "exit status 0" {
+					p.err = errors.New(status)
+				}
+			case dutyguard.Error:
+				p.err = fmt.Errorf("start: %s", status)
+			default:
+				p.err = fmt.Errorf("the duty guard reported %q", rest)
+			}
+			close(p.done)
 		}
 	}
 	p.conn.Close()
 	werr := cmd.Wait()
-	switch reason {
-	case dutyguard.Exited, dutyguard.Killed, dutyguard.Expired:
-		p.expired = reason == dutyguard.Expired
-		if status != "exit status 0" {
-			p.err = errors.New(status)
-		}
-	case dutyguard.Error:
-		p.err = fmt.Errorf("start: %s", status)
-	default:
+	if !reported {
 		// The guard died without a report (killed by someone, or a guard
 		// of another version): what it ran may be left. Its process group
 		// is the best that is known.
@@ -135,6 +152,7 @@ func (p *dutyProc) follow(cmd *exec.Cmd, s dutyStart) {
 		if pid := int(p.pid.Load()); pid > 0 {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}
+		close(p.done)
 	}
 }
 
@@ -146,12 +164,13 @@ func (p *dutyProc) send(line string) {
 	_, _ = p.conn.Write([]byte(line + "\n"))
 }
 
-// renew gives the guard a new deadline (CLOCK_MONOTONIC, from at) when the
-// lease end it is made from (on the agent's clock) moved forward.
-func (p *dutyProc) renew(leaseEnd time.Duration, at func(time.Duration) int64) {
+// renew gives the guard new deadlines (CLOCK_MONOTONIC, from at) when the
+// lease end they are made from (on the agent's clock) moved forward.
+func (p *dutyProc) renew(leaseEnd time.Duration, at func(time.Duration) (soft, hard int64)) {
 	if leaseEnd > p.sent {
 		p.sent = leaseEnd
-		p.send(dutyguard.Renew + " " + strconv.FormatInt(at(leaseEnd), 10))
+		soft, hard := at(leaseEnd)
+		p.send(dutyguard.Renew + " " + strconv.FormatInt(soft, 10) + " " + strconv.FormatInt(hard, 10))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -31,8 +32,10 @@ type dutyStart struct {
 	stderr   io.Writer
 	guard    string
 	label    string
+	soft     int64
 	deadline int64
 	leaseEnd time.Duration
+	wg       *sync.WaitGroup
 	log      *slog.Logger
 }
 
@@ -43,6 +46,7 @@ type dutyProc struct {
 	done     chan struct{}
 	err      error
 	expired  bool
+	soft     bool
 }
 
 func startDutyProc(s dutyStart, now time.Duration) (*dutyProc, error) {
@@ -64,7 +68,7 @@ func startDutyProc(s dutyStart, now time.Duration) (*dutyProc, error) {
 	return p, nil
 }
 
-func (p *dutyProc) renew(time.Duration, func(time.Duration) int64) {}
+func (p *dutyProc) renew(time.Duration, func(time.Duration) (int64, int64)) {}
 
 // signal sends sig to the command's whole process group.
 func (p *dutyProc) signal(sig syscall.Signal) { _ = syscall.Kill(-int(p.pid.Load()), sig) }

@@ -4,10 +4,11 @@
 // (Linux's PR_SET_CHILD_SUBREAPER) of everything the command starts, so
 // every process of the duty's tree stays its descendant: a wrapper that does
 // not exec, a worker started with "&", a double fork, a process that left
-// the command's process group or session. It kills the whole tree
+// the command's process group or session. It stops the whole tree
 //
-//   - when the deadline the agent gives it passes (the agent renews it each
-//     time its lease is extended; the agent may be frozen or stuck);
+//   - when the deadlines the agent gives it pass (the agent renews them each
+//     time its lease is extended; the agent may be frozen or stuck): SIGTERM
+//     at the soft one, as the agent would, SIGKILL at the hard one;
 //   - when its control connection to the agent closes (the agent died:
 //     SIGKILL, an OOM kill, a panic);
 //   - when the agent tells it to (after SIGTERM and the grace), or when the
@@ -37,28 +38,33 @@ const (
 
 // The guard's command line after Arg:
 //
-//	--deadline=NS [--label=TEXT] -- PATH ARGV0 ARGS...
+//	[--soft=NS] --deadline=NS [--label=TEXT] -- PATH ARGV0 ARGS...
 //
-// NS is the first deadline (CLOCK_MONOTONIC nanoseconds, see
-// ClockMonotonic); TEXT names the run in the guard's own log lines (the
-// agent gives id/term).
+// The deadlines are CLOCK_MONOTONIC nanoseconds (see ClockMonotonic): when
+// the soft one passes without renewal the tree gets SIGTERM, when the other
+// (the hard deadline) passes it is killed. TEXT names the run in the
+// guard's own log lines (the agent gives id/term).
 //
 // The control protocol, one line per message.
 //
 // Agent to guard:
 //
-//	renew NS   the deadline moves to NS (it only ever moves forward)
-//	term       SIGTERM every process of the tree
+//	renew S H  the soft deadline moves to S and the hard one to H (they
+//	           only ever move forward)
+//	term       SIGTERM every process of the tree (once per run, whether
+//	           from the agent, the soft deadline or a signal to the guard)
 //	kill       SIGKILL the tree now
 //
 // Guard to agent:
 //
 //	started PID           the command runs as PID
 //	done REASON STATUS    the tree is gone; REASON is exited (the command
-//	                      exited by itself), killed (on "kill"), expired
-//	                      (the deadline passed) or error (it could not be
-//	                      started; STATUS is the error); STATUS is the
-//	                      command's wait status as os.ProcessState prints it
+//	                      exited, by itself or after "term"), stopped (it
+//	                      exited after the soft deadline's SIGTERM), killed
+//	                      (on "kill"), expired (the hard deadline passed) or
+//	                      error (it could not be started; STATUS is the
+//	                      error); STATUS is the command's wait status as
+//	                      os.ProcessState prints it
 //
 // after which the guard exits. A closed connection (end of stream) tells the
 // guard that the agent is gone: it kills the tree.
@@ -70,6 +76,7 @@ const (
 	Done    = "done"
 
 	Exited  = "exited"
+	Stopped = "stopped"
 	Killed  = "killed"
 	Expired = "expired"
 	Error   = "error"

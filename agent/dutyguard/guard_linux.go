@@ -38,10 +38,10 @@ func ClockMonotonic() int64 {
 	return ts.Nano()
 }
 
-// guardArgs are the guard's command line after "duty-guard":
-// --deadline=NS [--label=TEXT] -- PATH ARGV0 ARGS...
+// guardArgs are the guard's command line after Arg (see the package doc).
 type guardArgs struct {
-	deadline int64
+	soft     int64  // SIGTERM then, unless renewed (= deadline if not given)
+	deadline int64  // SIGKILL then, unless renewed
 	label    string // for ps and the guard's own log lines: id/term
 	path     string
 	argv     []string
@@ -60,6 +60,9 @@ func parseGuardArgs(args []string) (guardArgs, error) {
 			if g.deadline == 0 {
 				return g, errors.New("no --deadline")
 			}
+			if g.soft == 0 || g.soft > g.deadline {
+				g.soft = g.deadline
+			}
 			return g, nil
 		case strings.HasPrefix(a, "--deadline="):
 			v, err := strconv.ParseInt(strings.TrimPrefix(a, "--deadline="), 10, 64)
@@ -67,6 +70,12 @@ func parseGuardArgs(args []string) (guardArgs, error) {
 				return g, fmt.Errorf("bad %s", a)
 			}
 			g.deadline = v
+		case strings.HasPrefix(a, "--soft="):
+			v, err := strconv.ParseInt(strings.TrimPrefix(a, "--soft="), 10, 64)
+			if err != nil || v <= 0 {
+				return g, fmt.Errorf("bad %s", a)
+			}
+			g.soft = v
 		case strings.HasPrefix(a, "--label="):
 			g.label = strings.TrimPrefix(a, "--label=")
 		default:
@@ -84,6 +93,8 @@ type guard struct {
 	status   unix.WaitStatus // the command's, once mainDone
 	ctl      int             // the control connection; -1 once the agent is gone
 	label    string
+	termSent bool // the tree got SIGTERM: once per run, from the agent or the soft deadline
+	softStop bool // ... and it was the soft deadline's
 }
 
 // Run is the guard process's main, given the arguments after Arg and the
@@ -117,16 +128,23 @@ func Run(args []string, proto string) int {
 	signal.Notify(chld, syscall.SIGCHLD)
 	fwd := make(chan os.Signal, 1)
 	signal.Notify(fwd, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// A write to a closed stderr (the agent's, once it is gone, unless
+	// that is the journal) fails instead of killing the guard. Notify, not
+	// Ignore: an ignored signal would stay ignored in the command.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		g.report(Done, Error, "PR_SET_CHILD_SUBREAPER: "+err.Error())
 		return 1
 	}
 	events := make(chan event, 4)
-	go (&control{fd: ControlFD, deadline: ga.deadline}).run(events)
+	go (&control{fd: ControlFD, soft: ga.soft, deadline: ga.deadline}).run(events)
 	// The agent may have renewed the deadline, or stopped the duty, while
 	// the guard was starting: the control loop reads that first.
 	switch <-events {
 	case evReady:
+	case evSoft:
+		g.report(Done, Stopped, "not started")
+		return 0
 	case evExpired:
 		g.report(Done, Expired, "not started")
 		return 0
@@ -171,16 +189,20 @@ func Run(args []string, proto string) int {
 				// The agent is gone (or closed the connection to abort): no
 				// one renews the deadline or stops the duty in order.
 				g.ctl = -1
+				began := time.Now()
 				n := g.killTree(chld)
-				g.logf("the agent is gone: killed the leader duty (%d processes)", n)
+				g.logf("the agent is gone: killed the leader duty (%d processes in %s)", n, time.Since(began).Round(time.Microsecond))
 				return 0
 			case evExpired:
+				began := time.Now()
 				n := g.killTree(chld)
-				g.logf("the lease deadline passed without renewal: killed the leader duty (%d processes)", n)
+				g.logf("the lease deadline passed without renewal: killed the leader duty (%d processes in %s)", n, time.Since(began).Round(time.Microsecond))
 				g.report(Done, Expired, g.statusText())
 				return 0
 			case evTerm:
-				g.signalTree(syscall.SIGTERM)
+				g.term(false)
+			case evSoft:
+				g.term(true)
 			case evKill:
 				g.killTree(chld)
 				g.report(Done, Killed, g.statusText())
@@ -190,13 +212,28 @@ func Run(args []string, proto string) int {
 			g.reap()
 			if g.mainDone {
 				g.killTree(chld) // what the command left behind
-				g.report(Done, Exited, g.statusText())
+				reason := Exited
+				if g.softStop {
+					reason = Stopped
+				}
+				g.report(Done, reason, g.statusText())
 				return 0
 			}
 		case <-fwd:
-			g.signalTree(syscall.SIGTERM)
+			g.term(false)
 		}
 	}
+}
+
+// term sends SIGTERM to the tree, once per run: the agent's stop and the
+// soft deadline come at about the same time, and a command that traps
+// SIGTERM must not run its handler twice.
+func (g *guard) term(soft bool) {
+	if g.termSent {
+		return
+	}
+	g.termSent, g.softStop = true, soft
+	g.signalTree(syscall.SIGTERM)
 }
 
 // event is what the control loop tells the guard.
@@ -206,19 +243,21 @@ const (
 	evReady   event = iota // the deadline has not passed: start the command
 	evTerm                 // the agent asks for SIGTERM to the tree
 	evKill                 // the agent asks for SIGKILL of the tree
-	evExpired              // the deadline passed without renewal
+	evSoft                 // the soft deadline passed without renewal: SIGTERM
+	evExpired              // the deadline passed without renewal: SIGKILL
 	evGone                 // the connection closed: the agent is gone
 )
 
-// control reads the agent's messages and holds the deadline. It decides
-// that the deadline passed only once the socket holds nothing more to read:
+// control reads the agent's messages and holds the deadlines. It decides
+// that a deadline passed only once the socket holds nothing more to read:
 // a renewal the agent sent in time is never missed because the guard was
-// slow to run. It sleeps in ppoll until a message comes or the deadline
+// slow to run. It sleeps in ppoll until a message comes or a deadline
 // passes.
 type control struct {
-	fd       int
-	deadline int64 // CLOCK_MONOTONIC ns
-	buf      []byte
+	fd             int
+	soft, deadline int64 // CLOCK_MONOTONIC ns
+	softSent       bool  // evSoft sent for the current soft deadline
+	buf            []byte
 }
 
 func (c *control) run(out chan<- event) {
@@ -228,19 +267,28 @@ func (c *control) run(out chan<- event) {
 			out <- evGone
 			return
 		}
-		rem := c.deadline - ClockMonotonic()
-		if rem <= 0 {
+		now := ClockMonotonic()
+		if now >= c.deadline || (!c.softSent && now >= c.soft) {
 			if c.wait(0) {
 				continue // a message came meanwhile: read it first
 			}
-			out <- evExpired
-			return
+			if now >= c.deadline {
+				out <- evExpired
+				return
+			}
+			c.softSent = true
+			out <- evSoft
+			continue
 		}
 		if !ready {
 			ready = true
 			out <- evReady
 		}
-		c.wait(rem)
+		next := c.deadline
+		if !c.softSent {
+			next = min(next, c.soft)
+		}
+		c.wait(next - now)
 	}
 }
 
@@ -276,8 +324,14 @@ func (c *control) drain(out chan<- event) (gone bool) {
 			c.buf = c.buf[i+1:]
 			switch verb {
 			case Renew:
-				if v, err := strconv.ParseInt(arg, 10, 64); err == nil && v > c.deadline {
-					c.deadline = v
+				soft, hard, _ := strings.Cut(arg, " ")
+				sv, err1 := strconv.ParseInt(soft, 10, 64)
+				hv, err2 := strconv.ParseInt(hard, 10, 64)
+				if err1 == nil && err2 == nil {
+					if sv > c.soft {
+						c.soft, c.softSent = min(sv, hv), false
+					}
+					c.deadline = max(c.deadline, hv)
 				}
 			case Term:
 				out <- evTerm
@@ -385,14 +439,15 @@ func (g *guard) killTree(chld <-chan os.Signal) int {
 		if !g.reap() {
 			return len(killed)
 		}
-		// Wait for the next exit, or a millisecond: SIGCHLDs that arrive
-		// together are merged into one, and a listing is a snapshot that
-		// may miss a process being created.
+		// Wait for the next exit: its SIGCHLD (one that came before reap
+		// was drained from the channel first, so none is lost). Look again
+		// after 10 ms in any case: a listing is a snapshot that may miss a
+		// process being created.
 		if t == nil {
-			t = time.NewTimer(time.Millisecond)
+			t = time.NewTimer(10 * time.Millisecond)
 			defer t.Stop()
 		} else {
-			t.Reset(time.Millisecond)
+			t.Reset(10 * time.Millisecond)
 		}
 		select {
 		case <-chld:
@@ -437,17 +492,16 @@ func descendants(root int) map[int]bool {
 // ok is false if the kernel has no such files.
 func childrenOf(pid int) (kids []int, ok bool) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
-	d, err := os.Open(dir)
+	tids, err := readDir(dir)
 	if err != nil {
 		return nil, true // gone
 	}
-	tids, _ := d.Readdirnames(-1)
-	d.Close()
 	ok = len(tids) == 0
 	for _, tid := range tids {
-		b, err := os.ReadFile(dir + tid + "/children")
-		if errors.Is(err, os.ErrNotExist) {
-			if _, serr := os.Stat(dir + tid); serr == nil {
+		b, err := readProc(dir + tid + "/children")
+		if errors.Is(err, unix.ENOENT) {
+			var st unix.Stat_t
+			if unix.Stat(dir+tid, &st) == nil {
 				continue // the file does not exist for a live thread: no support
 			}
 			ok = true // the thread exited meanwhile
@@ -466,12 +520,10 @@ func childrenOf(pid int) (kids []int, ok bool) {
 // descendantsByScan returns the processes below root from every process's
 // parent in /proc.
 func descendantsByScan(root int) map[int]bool {
-	d, err := os.Open("/proc")
+	names, err := readDir("/proc")
 	if err != nil {
 		return nil
 	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
 	children := map[int][]int{}
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
@@ -499,7 +551,7 @@ func descendantsByScan(root int) map[int]bool {
 
 // parentOf reads a process's parent pid from /proc/PID/stat.
 func parentOf(pid int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readProc("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, false
 	}
@@ -536,4 +588,54 @@ func signalDescendant(root, pid int, tree map[int]bool, sig syscall.Signal) bool
 	}
 	defer unix.Close(fd)
 	return below() && unix.PidfdSendSignal(fd, sig, nil, 0) == nil
+}
+
+// readProc reads a small /proc file with three system calls (os.ReadFile
+// takes about eight: the guard reads a few per process of the tree while
+// it stops it).
+func readProc(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var out []byte
+	var buf [1024]byte
+	for {
+		n, err := unix.Read(fd, buf[:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return out, nil
+		}
+		out = append(out, buf[:n]...)
+	}
+}
+
+// readDir lists a directory's entries.
+func readDir(path string) ([]string, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var names []string
+	var buf [8192]byte
+	for {
+		n, err := unix.ReadDirent(fd, buf[:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
 }

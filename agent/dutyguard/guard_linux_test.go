@@ -51,8 +51,15 @@ type testGuard struct {
 	err   error         // its exit, set before done is closed
 }
 
-// startGuard starts a guard with a deadline d from now over argv.
+// startGuard starts a guard with a (hard) deadline d from now over argv.
 func startGuard(t *testing.T, d time.Duration, env []string, argv ...string) *testGuard {
+	t.Helper()
+	return startGuardSoft(t, 0, d, env, argv...)
+}
+
+// startGuardSoft starts a guard with a soft deadline soft (0: none) and a
+// hard one d from now over argv.
+func startGuardSoft(t *testing.T, soft, d time.Duration, env []string, argv ...string) *testGuard {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -68,7 +75,12 @@ func startGuard(t *testing.T, d time.Duration, env []string, argv ...string) *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{Arg, "--deadline=" + strconv.FormatInt(ClockMonotonic()+int64(d), 10), "--label=test", "--", path}
+	now := ClockMonotonic()
+	args := []string{Arg, "--deadline=" + strconv.FormatInt(now+int64(d), 10), "--label=test"}
+	if soft != 0 {
+		args = append(args, "--soft="+strconv.FormatInt(now+int64(soft), 10))
+	}
+	args = append(args, "--", path)
 	cmd := exec.Command("/proc/self/exe", append(args, argv...)...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), Env + "=" + Protocol}, env...)
 	cmd.ExtraFiles = []*os.File{theirs}
@@ -112,6 +124,13 @@ func (g *testGuard) line() string {
 		g.t.Fatal("no report from the guard within 10s")
 	}
 	return ""
+}
+
+// renew sends the deadlines soft and hard from now.
+func (g *testGuard) renew(soft, hard time.Duration) {
+	g.t.Helper()
+	now := ClockMonotonic()
+	g.send(Renew + " " + strconv.FormatInt(now+int64(soft), 10) + " " + strconv.FormatInt(now+int64(hard), 10))
 }
 
 func (g *testGuard) send(line string) {
@@ -224,7 +243,7 @@ func TestGuardKillsTreeAtDeadline(t *testing.T) {
 			time.Sleep(d / 3)
 		}
 		last = time.Now()
-		g.send(Renew + " " + strconv.FormatInt(ClockMonotonic()+int64(d), 10))
+		g.renew(d, d)
 	}
 	if l := g.line(); !strings.HasPrefix(l, Done+" "+Expired+" ") {
 		t.Fatalf("report %q, want done expired", l)
@@ -249,7 +268,7 @@ func TestGuardReadsRenewalBeforeExpiring(t *testing.T) {
 	if err := g.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	g.send(Renew + " " + strconv.FormatInt(ClockMonotonic()+int64(time.Hour), 10))
+	g.renew(time.Hour, time.Hour)
 	time.Sleep(time.Until(first) + 200*time.Millisecond) // past the first deadline, the renewal waiting
 	if err := g.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -403,10 +422,65 @@ func TestGuardForwardsTermination(t *testing.T) {
 	checkGone(t, pids)
 }
 
+// TestGuardSoftDeadline: when the soft deadline passes without renewal the
+// tree gets SIGTERM (once, even if the agent's own stop comes too); a
+// command that exits on it is reported stopped. One that ignores it is
+// killed at the hard deadline.
+func TestGuardSoftDeadline(t *testing.T) {
+	dir := t.TempDir()
+	script := `trap 'echo term >> "$1/terms"; exit 0' TERM; echo > "$1/ready"; while :; do sleep 0.05; done`
+	g := startGuardSoft(t, 500*time.Millisecond, time.Hour, nil, "sh", "-c", script, "sh", dir)
+	if l := g.line(); !strings.HasPrefix(l, Started+" ") {
+		t.Fatalf("first report %q", l)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !exists(filepath.Join(dir, "ready")) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	if l := g.line(); l != Done+" "+Stopped+" exit status 0" {
+		t.Fatalf("report %q, want done stopped exit status 0", l)
+	}
+	g.send(Term) // the agent's stop, late: no second SIGTERM (the guard is gone anyway)
+	if err := g.waitExit(); err != nil {
+		t.Fatalf("guard exit: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "terms")); string(b) != "term\n" {
+		t.Fatalf("SIGTERMs: %q", b)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatal("too slow")
+	}
+
+	// Ignoring SIGTERM: the agent's term and the soft deadline give one
+	// SIGTERM between them, and the hard deadline kills.
+	dir = t.TempDir()
+	script = `trap 'echo term >> "$1/terms"' TERM; echo > "$1/ready"; while :; do sleep 0.05; done`
+	g = startGuardSoft(t, 600*time.Millisecond, 1200*time.Millisecond, nil, "sh", "-c", script, "sh", dir)
+	g.line()
+	for !exists(filepath.Join(dir, "ready")) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	g.send(Term)
+	if l := g.line(); !strings.HasPrefix(l, Done+" "+Expired+" ") {
+		t.Fatalf("report %q, want done expired", l)
+	}
+	g.waitExit()
+	if b, _ := os.ReadFile(filepath.Join(dir, "terms")); string(b) != "term\n" {
+		t.Fatalf("SIGTERMs: %q, want one", b)
+	}
+}
+
 func TestParseGuardArgs(t *testing.T) {
 	g, err := parseGuardArgs([]string{"--deadline=5", "--label=gw1/3", "--", "/bin/sh", "sh", "-c", "x"})
-	if err != nil || g.deadline != 5 || g.label != "gw1/3" || g.path != "/bin/sh" || strings.Join(g.argv, " ") != "sh -c x" {
+	if err != nil || g.deadline != 5 || g.soft != 5 || g.label != "gw1/3" || g.path != "/bin/sh" || strings.Join(g.argv, " ") != "sh -c x" {
 		t.Fatalf("%+v %v", g, err)
+	}
+	if g, err := parseGuardArgs([]string{"--soft=3", "--deadline=5", "--", "/bin/sh", "sh"}); err != nil || g.soft != 3 {
+		t.Fatalf("soft: %+v %v", g, err)
 	}
 	for _, bad := range [][]string{
 		nil, {"--deadline=5"}, {"--", "/bin/sh", "sh"}, {"--deadline=x", "--", "/bin/sh", "sh"},
