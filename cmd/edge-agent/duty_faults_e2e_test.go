@@ -77,81 +77,46 @@ func envCount(t *testing.T, name string, def int) int {
 	return n
 }
 
-// treeOf returns the processes below pid (the agent's duty tree: its guard,
-// the wrapper, its children and the re-parented worker), from /proc.
-func treeOf(pid int) []int {
-	d, err := os.Open("/proc")
+// isGuard reports whether pid runs the duty guard (argv[1] is duty-guard).
+func isGuard(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil {
-		return nil
+		return false
 	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
-	kids := map[int][]int{}
-	for _, n := range names {
-		p, err := strconv.Atoi(n)
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + n + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 2 {
-			continue
-		}
-		if pp, err := strconv.Atoi(f[1]); err == nil {
-			kids[pp] = append(kids[pp], p)
-		}
-	}
-	var out []int
-	for q := []int{pid}; len(q) > 0; q = q[1:] {
-		for _, c := range kids[q[0]] {
-			out = append(out, c)
-			q = append(q, c)
-		}
-	}
-	return out
+	args := bytes.Split(b, []byte{0})
+	return len(args) > 1 && string(args[1]) == "duty-guard"
 }
 
-// dutyOnly returns the processes of tree below the agent's children (its
-// guards): the duty's own.
-func dutyOnly(agentPid int, tree []int) []int {
-	guards := map[int]bool{}
-	for _, pid := range treeOf(agentPid) {
-		if ppid := parentOf(pid); ppid == agentPid {
-			guards[pid] = true
+// dutyTree returns a leadership's processes (dutyProcesses) and, apart,
+// those of them that are the duty's own (not its guard).
+func dutyTree(id string, term uint64) (all, duty []int) {
+	all = dutyProcesses(id, term)
+	for _, pid := range all {
+		if !isGuard(pid) {
+			duty = append(duty, pid)
 		}
 	}
-	var out []int
-	for _, pid := range tree {
-		if !guards[pid] {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return all, duty
 }
 
-func parentOf(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
+// killAll SIGKILLs what a failed trial left running (processes of this
+// test's own duty), so that the next trial starts clean.
+func killAll(pids []int) {
+	for _, pid := range pids {
+		_ = unix.Kill(pid, unix.SIGKILL)
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 2 {
-		return 0
-	}
-	pp, _ := strconv.Atoi(f[1])
-	return pp
 }
 
 // dutyProcesses lists the processes that run with the given gateway's and
 // term's election variables in their environment: every process of that
 // leadership's duty, wherever it was re-parented to.
 func dutyProcesses(id string, term uint64) []int {
-	want := [][]byte{[]byte("EDGE_ELECTION_ID=" + id), []byte("EDGE_ELECTION_TERM=" + strconv.FormatUint(term, 10))}
+	return processesWith("EDGE_ELECTION_ID="+id, "EDGE_ELECTION_TERM="+strconv.FormatUint(term, 10))
+}
+
+// processesWith lists the processes whose environment holds every one of
+// vars (KEY=VALUE).
+func processesWith(vars ...string) []int {
 	names, _ := filepath.Glob("/proc/[0-9]*/environ")
 	var out []int
 	for _, n := range names {
@@ -159,9 +124,15 @@ func dutyProcesses(id string, term uint64) []int {
 		if err != nil {
 			continue
 		}
-		vars := bytes.Split(b, []byte{0})
-		if slices.ContainsFunc(vars, func(v []byte) bool { return bytes.Equal(v, want[0]) }) &&
-			slices.ContainsFunc(vars, func(v []byte) bool { return bytes.Equal(v, want[1]) }) {
+		env := bytes.Split(b, []byte{0})
+		all := true
+		for _, v := range vars {
+			if !slices.ContainsFunc(env, func(e []byte) bool { return string(e) == v }) {
+				all = false
+				break
+			}
+		}
+		if all {
 			pid, _ := strconv.Atoi(strings.Split(n, "/")[2])
 			out = append(out, pid)
 		}
@@ -291,9 +262,10 @@ func (d *dutyTail) running(id string, term uint64, timeout time.Duration) bool {
 // file).
 //
 //   - SIGSTOP of the leading agent for 2, 5 and 10 times the lease,
-//     DUTY_FAULT_STOPS times each (default 2), then SIGCONT: its duty's tree
-//     (guard, wrapper, sleep, worker, each watched through a pidfd) must be
-//     gone by its lease end (from its journal) plus one tick, and it must not
+//     DUTY_FAULT_STOPS times each (default 2), then SIGCONT: its duty's
+//     processes (the wrapper, sleep and the worker, found by their
+//     EDGE_ELECTION_ID and _TERM, each watched through a pidfd) must be gone
+//     by its lease end (from its journal) plus one tick, and it must not
 //     write again in that term after it woke.
 //   - SIGKILL of the leading agent, DUTY_FAULT_KILLS times (default 5): no
 //     process with that leadership's EDGE_ELECTION_ID and _TERM may be left
@@ -341,7 +313,11 @@ func dutyFaults(t *testing.T, fast bool, stops, kills int) {
 	defer ns.Shutdown()
 	out := filepath.Join(dir, "duty.out")
 	command := fmt.Sprintf(`["sh", "-c", "\"$0\" spawn \"$1\"; sleep 1000000", %q, %q]`, helper, out)
-	args := []string{"--heartbeat", hb.String(), "--heartbeat-misses", "3", "--preemption", "never", "--leader-command", command}
+	// Every process of this test's duties carries marker (leader.env), so
+	// that what a failed run leaves behind can be found and killed.
+	marker := "DUTY_FAULTS_RUN=" + dir
+	args := []string{"--heartbeat", hb.String(), "--heartbeat-misses", "3", "--preemption", "never", "--leader-command", command,
+		"--leader-env", marker}
 	if fast {
 		args = append(args, "--nats-system-user", harness.SystemUser, "--nats-system-password", harness.SystemPassword)
 	}
@@ -351,6 +327,7 @@ func dutyFaults(t *testing.T, fast bool, stops, kills int) {
 		site.Log = os.Stderr
 	}
 	defer site.Stop()
+	defer func() { killAll(processesWith(marker)) }() // what a failed run left
 	if err := site.StartAll(); err != nil {
 		t.Fatal(err)
 	}
@@ -377,35 +354,31 @@ func dutyFaults(t *testing.T, fast bool, stops, kills int) {
 	// settled waits for a leader whose whole duty tree runs: on this shared
 	// machine a lease is lost now and then on its own, and the duty is
 	// then stopping or starting.
-	settled := func(minTerm uint64) harness.Agreement {
+	settled := func(minTerm uint64) (a harness.Agreement, tree, duty []int) {
 		t.Helper()
 		for attempt := 0; attempt < 50; attempt++ {
-			a := leading(minTerm)
-			if p := site.Proc(a.Leader); p != nil && len(treeOf(p.Cmd.Process.Pid)) >= 4 {
-				return a
+			a = leading(minTerm)
+			// The wrapper, its sleep and the worker (and the guard).
+			if tree, duty = dutyTree(a.Leader, a.Term); len(duty) >= 3 {
+				return a, tree, duty
 			}
 			minTerm = a.Term - 1
 			time.Sleep(20 * time.Millisecond)
 		}
 		t.Fatal("no leader with its whole duty tree running")
-		return harness.Agreement{}
+		return
 	}
 
 	// SIGSTOP.
 	lateMax, guardLateMax := time.Duration(-1<<63), time.Duration(-1<<63)
 	var late []time.Duration
 	freezes := 0
-	cur := settled(0)
+	cur, _, _ := settled(0)
 	for _, mult := range []int{2, 5, 10} {
 		for i := 0; i < stops; i++ {
-			cur = settled(cur.Term - 1)
+			var tree, duty []int
+			cur, tree, duty = settled(cur.Term - 1)
 			victim, term := cur.Leader, cur.Term
-			agentPid := site.Proc(victim).Cmd.Process.Pid
-			tree := treeOf(agentPid)
-			if len(tree) < 4 {
-				t.Fatalf("x%d #%d: %s's duty tree has %d processes, want the guard, the wrapper, sleep and the worker: %v", mult, i, victim, len(tree), tree)
-			}
-			duty := dutyOnly(agentPid, tree)
 			w := watchDeaths(tree)
 			if err := site.Freeze(victim); err != nil {
 				t.Fatal(err)
@@ -421,6 +394,7 @@ func dutyFaults(t *testing.T, fast bool, stops, kills int) {
 			w.close()
 			if len(alive) > 0 {
 				violations = append(violations, fmt.Sprintf("x%d #%d: %d processes of %s's duty tree alive 5s after it was frozen", mult, i, len(alive), victim))
+				killAll(alive)
 			}
 			// The frozen leader's lease, from its journal.
 			es, err := journalcheck.ReadFiles(site.JournalPaths()...)
@@ -461,12 +435,9 @@ func dutyFaults(t *testing.T, fast bool, stops, kills int) {
 	var killGone []time.Duration
 	survivors := 0
 	for i := 0; i < kills; i++ {
-		cur = settled(cur.Term - 1)
+		var tree []int
+		cur, tree, _ = settled(cur.Term - 1)
 		victim, term := cur.Leader, cur.Term
-		tree := treeOf(site.Proc(victim).Cmd.Process.Pid)
-		if len(tree) < 4 {
-			t.Fatalf("kill #%d: %s's duty tree has %d processes: %v", i, victim, len(tree), tree)
-		}
 		w := watchDeaths(tree)
 		killAt := time.Now()
 		if err := site.Kill(victim); err != nil {
@@ -487,25 +458,19 @@ func dutyFaults(t *testing.T, fast bool, stops, kills int) {
 		}
 		gone, alive := w.wait(5*time.Second, nil)
 		w.close()
-		{
-			var parts []string
-			for pid, at := range w.died {
-				parts = append(parts, fmt.Sprintf("%d:%s", pid, at.Sub(killAt).Round(100*time.Microsecond)))
-			}
-			t.Logf("DEBUG tree %v deaths %v", tree, parts)
-		}
 		left := dutyProcesses(victim, term)
 		if len(alive) > 0 || len(left) > 0 {
 			survivors += len(left)
 			violations = append(violations, fmt.Sprintf("kill #%d: %s's duty of term %d survived its agent: %d watched alive, processes %v listed", i, victim, term, len(alive), left))
+			killAll(left) // and go on with the next trial
 		}
 		killGone = append(killGone, gone.Sub(killAt))
 		if _, err := site.Start(victim); err != nil {
 			t.Fatal(err)
 		}
 		cur = leading(next.Term - 1)
-		t.Logf("kill #%d: killed %s (term %d): tree of %d gone %s after the kill; %s's duty runs term %d; killAt %d",
-			i, victim, term, len(tree), gone.Sub(killAt).Round(100*time.Microsecond), next.Leader, next.Term, killAt.UnixNano())
+		t.Logf("kill #%d: killed %s (term %d): tree of %d gone %s after the kill; %s's duty runs term %d",
+			i, victim, term, len(tree), gone.Sub(killAt).Round(100*time.Microsecond), next.Leader, next.Term)
 	}
 	for _, id := range site.Running() {
 		if err := site.Terminate(id); err != nil {
