@@ -7,11 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // A program that imports this package becomes the duty guard when it is
@@ -27,15 +24,6 @@ func init() {
 			syscall.Exit(Run(os.Args[2:], v))
 		}
 	}
-}
-
-// ClockMonotonic reads CLOCK_MONOTONIC in nanoseconds: the clock Go's
-// monotonic time and timers run on, shared by every process of the machine.
-// Deadlines given to the guard are on it.
-func ClockMonotonic() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
 }
 
 // guardArgs are the guard's command line after Arg (see the package doc).
@@ -64,20 +52,20 @@ func parseGuardArgs(args []string) (guardArgs, error) {
 				g.soft = g.deadline
 			}
 			return g, nil
-		case strings.HasPrefix(a, "--deadline="):
-			v, err := strconv.ParseInt(strings.TrimPrefix(a, "--deadline="), 10, 64)
+		case hasPrefix(a, "--deadline="):
+			v, err := strconv.ParseInt(a[len("--deadline="):], 10, 64)
 			if err != nil || v <= 0 {
 				return g, fmt.Errorf("bad %s", a)
 			}
 			g.deadline = v
-		case strings.HasPrefix(a, "--soft="):
-			v, err := strconv.ParseInt(strings.TrimPrefix(a, "--soft="), 10, 64)
+		case hasPrefix(a, "--soft="):
+			v, err := strconv.ParseInt(a[len("--soft="):], 10, 64)
 			if err != nil || v <= 0 {
 				return g, fmt.Errorf("bad %s", a)
 			}
 			g.soft = v
-		case strings.HasPrefix(a, "--label="):
-			g.label = strings.TrimPrefix(a, "--label=")
+		case hasPrefix(a, "--label="):
+			g.label = a[len("--label="):]
 		default:
 			return g, fmt.Errorf("unknown argument %q", a)
 		}
@@ -90,8 +78,8 @@ type guard struct {
 	self     int
 	main     int // the command's pid
 	mainDone bool
-	status   unix.WaitStatus // the command's, once mainDone
-	ctl      int             // the control connection; -1 once the agent is gone
+	status   syscall.WaitStatus // the command's, once mainDone
+	ctl      int                // the control connection; -1 once the agent is gone
 	label    string
 	termSent bool // the tree got SIGTERM: once per run, from the agent or the soft deadline
 	softStop bool // ... and it was the soft deadline's
@@ -111,11 +99,8 @@ func Run(args []string, proto string) int {
 	}
 	// The control connection: close-on-exec, so that the duty never
 	// inherits it; non-blocking, read by the control loop (control).
-	if _, err := unix.FcntlInt(ControlFD, unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
-		fmt.Fprintf(os.Stderr, "edge-agent duty-guard: control connection: %v\n", err)
-		return 2
-	}
-	if err := unix.SetNonblock(ControlFD, true); err != nil {
+	syscall.CloseOnExec(ControlFD)
+	if err := syscall.SetNonblock(ControlFD, true); err != nil {
 		fmt.Fprintf(os.Stderr, "edge-agent duty-guard: control connection: %v\n", err)
 		return 2
 	}
@@ -132,7 +117,7 @@ func Run(args []string, proto string) int {
 	// that is the journal) fails instead of killing the guard. Notify, not
 	// Ignore: an ignored signal would stay ignored in the command.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+	if err := setChildSubreaper(); err != nil {
 		g.report(Done, Error, "PR_SET_CHILD_SUBREAPER: "+err.Error())
 		return 1
 	}
@@ -156,7 +141,7 @@ func Run(args []string, proto string) int {
 	}
 	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, Env+"=") {
+		if !hasPrefix(kv, Env+"=") {
 			env = append(env, kv)
 		}
 	}
@@ -294,22 +279,18 @@ func (c *control) run(out chan<- event) {
 
 // wait sleeps until the connection is readable (reporting true) or d ns
 // have passed.
-func (c *control) wait(d int64) bool {
-	ts := unix.NsecToTimespec(d)
-	n, err := unix.Ppoll([]unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN}}, &ts, nil)
-	return err == nil && n > 0
-}
+func (c *control) wait(d int64) bool { return pollReadable(c.fd, d) }
 
 // drain reads and handles every message waiting in the socket, and reports
 // whether the connection has ended.
 func (c *control) drain(out chan<- event) (gone bool) {
 	var chunk [512]byte
 	for {
-		n, err := unix.Read(c.fd, chunk[:])
+		n, err := syscall.Read(c.fd, chunk[:])
 		switch {
-		case errors.Is(err, unix.EINTR):
+		case errors.Is(err, syscall.EINTR):
 			continue
-		case errors.Is(err, unix.EAGAIN):
+		case errors.Is(err, syscall.EAGAIN):
 			return false
 		case err != nil || n == 0:
 			return true
@@ -320,13 +301,13 @@ func (c *control) drain(out chan<- event) (gone bool) {
 			if i < 0 {
 				break
 			}
-			verb, arg, _ := strings.Cut(string(c.buf[:i]), " ")
+			verb, arg, _ := bytes.Cut(c.buf[:i], []byte{' '})
 			c.buf = c.buf[i+1:]
-			switch verb {
+			switch string(verb) {
 			case Renew:
-				soft, hard, _ := strings.Cut(arg, " ")
-				sv, err1 := strconv.ParseInt(soft, 10, 64)
-				hv, err2 := strconv.ParseInt(hard, 10, 64)
+				soft, hard, _ := bytes.Cut(arg, []byte{' '})
+				sv, err1 := strconv.ParseInt(string(soft), 10, 64)
+				hv, err2 := strconv.ParseInt(string(hard), 10, 64)
 				if err1 == nil && err2 == nil {
 					if sv > c.soft {
 						c.soft, c.softSent = min(sv, hv), false
@@ -351,10 +332,17 @@ func (g *guard) report(words ...string) {
 	if g.ctl < 0 {
 		return
 	}
-	b := []byte(strings.Join(words, " ") + "\n")
+	var b []byte
+	for i, w := range words {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, w...)
+	}
+	b = append(b, '\n')
 	for len(b) > 0 {
-		n, err := unix.Write(g.ctl, b)
-		if errors.Is(err, unix.EINTR) {
+		n, err := syscall.Write(g.ctl, b)
+		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
 		if err != nil {
@@ -379,7 +367,7 @@ func (g *guard) statusText() string {
 }
 
 // waitStatusText prints a wait status as os.ProcessState.String does.
-func waitStatusText(ws unix.WaitStatus) string {
+func waitStatusText(ws syscall.WaitStatus) string {
 	switch {
 	case ws.Exited():
 		return "exit status " + strconv.Itoa(ws.ExitStatus())
@@ -397,12 +385,12 @@ func waitStatusText(ws unix.WaitStatus) string {
 // is left.
 func (g *guard) reap() (children bool) {
 	for {
-		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
 		switch {
-		case errors.Is(err, unix.EINTR):
+		case errors.Is(err, syscall.EINTR):
 			continue
-		case errors.Is(err, unix.ECHILD):
+		case errors.Is(err, syscall.ECHILD):
 			return false
 		case err != nil:
 			return false // only a bad argument: nothing to wait for
@@ -426,7 +414,7 @@ func (g *guard) killTree(chld <-chan os.Signal) int {
 	if g.main > 0 && !g.mainDone {
 		// The command's process group first, in one call. Its id cannot
 		// have been reused: the command is not reaped yet.
-		_ = unix.Kill(-g.main, unix.SIGKILL)
+		_ = syscall.Kill(-g.main, syscall.SIGKILL)
 	}
 	var t *time.Timer
 	for {
@@ -499,17 +487,17 @@ func childrenOf(pid int) (kids []int, ok bool) {
 	ok = len(tids) == 0
 	for _, tid := range tids {
 		b, err := readProc(dir + tid + "/children")
-		if errors.Is(err, unix.ENOENT) {
-			var st unix.Stat_t
-			if unix.Stat(dir+tid, &st) == nil {
+		if errors.Is(err, syscall.ENOENT) {
+			var st syscall.Stat_t
+			if syscall.Stat(dir+tid, &st) == nil {
 				continue // the file does not exist for a live thread: no support
 			}
 			ok = true // the thread exited meanwhile
 			continue
 		}
 		ok = true
-		for _, f := range strings.Fields(string(b)) {
-			if c, err := strconv.Atoi(f); err == nil {
+		for _, f := range bytes.Fields(b) {
+			if c, err := strconv.Atoi(string(f)); err == nil {
 				kids = append(kids, c)
 			}
 		}
@@ -556,15 +544,15 @@ func parentOf(pid int) (int, bool) {
 		return 0, false
 	}
 	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-	i := strings.LastIndexByte(string(b), ')')
+	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return 0, false
 	}
-	f := strings.Fields(string(b[i+1:]))
+	f := bytes.Fields(b[i+1:])
 	if len(f) < 2 {
 		return 0, false
 	}
-	ppid, err := strconv.Atoi(f[1])
+	ppid, err := strconv.Atoi(string(f[1]))
 	return ppid, err == nil
 }
 
@@ -579,31 +567,31 @@ func signalDescendant(root, pid int, tree map[int]bool, sig syscall.Signal) bool
 		ppid, ok := parentOf(pid)
 		return ok && (ppid == root || tree[ppid])
 	}
-	fd, err := unix.PidfdOpen(pid, 0)
-	if errors.Is(err, unix.ENOSYS) {
-		return below() && unix.Kill(pid, sig) == nil
+	fd, err := pidfdOpen(pid)
+	if errors.Is(err, syscall.ENOSYS) {
+		return below() && syscall.Kill(pid, sig) == nil
 	}
 	if err != nil {
 		return false // gone
 	}
-	defer unix.Close(fd)
-	return below() && unix.PidfdSendSignal(fd, sig, nil, 0) == nil
+	defer syscall.Close(fd)
+	return below() && pidfdSendSignal(fd, sig) == nil
 }
 
 // readProc reads a small /proc file with three system calls (os.ReadFile
 // takes about eight: the guard reads a few per process of the tree while
 // it stops it).
 func readProc(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(fd)
+	defer syscall.Close(fd)
 	var out []byte
 	var buf [1024]byte
 	for {
-		n, err := unix.Read(fd, buf[:])
-		if errors.Is(err, unix.EINTR) {
+		n, err := syscall.Read(fd, buf[:])
+		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
 		if err != nil {
@@ -618,16 +606,16 @@ func readProc(path string) ([]byte, error) {
 
 // readDir lists a directory's entries.
 func readDir(path string) ([]string, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(fd)
+	defer syscall.Close(fd)
 	var names []string
 	var buf [8192]byte
 	for {
-		n, err := unix.ReadDirent(fd, buf[:])
-		if errors.Is(err, unix.EINTR) {
+		n, err := syscall.ReadDirent(fd, buf[:])
+		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
 		if err != nil {
@@ -636,6 +624,11 @@ func readDir(path string) ([]string, error) {
 		if n == 0 {
 			return names, nil
 		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+		_, _, names = syscall.ParseDirent(buf[:n], -1, names)
 	}
 }
+
+// hasPrefix is strings.HasPrefix: package strings sorts after the
+// program's github.com packages, and importing it would let them initialize
+// first (see sys_linux.go).
+func hasPrefix(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }
