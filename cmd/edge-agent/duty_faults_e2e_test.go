@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -108,6 +110,25 @@ func killAll(pids []int) {
 	for _, pid := range pids {
 		_ = unix.Kill(pid, unix.SIGKILL)
 	}
+}
+
+// dumpStuck logs every agent's /status and has the ones that do not answer
+// print their goroutines (SIGQUIT; with E2E_LOG the stacks reach the log).
+func dumpStuck(t *testing.T, site *harness.Site) {
+	t.Helper()
+	for _, id := range site.Running() {
+		p := site.Proc(id)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := p.Status(ctx)
+		cancel()
+		if err == nil {
+			t.Logf("%s: role %s leader %q term %d lease %d ms", id, st.Role, st.Leader, st.Term, st.LeaseRemainingMS)
+			continue
+		}
+		t.Logf("%s (pid %d) does not answer /status (%v): SIGQUIT for its goroutines", id, p.Cmd.Process.Pid, err)
+		_ = p.Cmd.Process.Signal(syscall.SIGQUIT)
+	}
+	time.Sleep(time.Second) // let the stacks be read
 }
 
 // dutyProcesses lists the processes that run with this test's marker and
@@ -346,6 +367,7 @@ func dutyFaults(t *testing.T, fast bool, stops, kills int) {
 		for attempt := 0; attempt < 20; attempt++ {
 			a, err := site.WaitAgreement(ids, "", minTerm, 5*time.Millisecond, 20*time.Second)
 			if err != nil {
+				dumpStuck(t, site)
 				t.Fatal(err)
 			}
 			if tail.running(a.Leader, a.Term, 3*time.Second) {
