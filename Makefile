@@ -20,7 +20,7 @@ GCFLAGS ?=
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2")
 
 .PHONY: all build build-arm64 build-arm64-client build-amd64 test race short lint tidy-check demo failover handover footprint bench bench-vet fuzz fuzz-short deb clean
-.PHONY: transfer check-rules chaos chaos-short chaos-lossy check-safety attack
+.PHONY: transfer check-rules chaos chaos-short chaos-lossy check-safety attack duty-faults guard-footprint
 
 all: lint test build
 
@@ -94,6 +94,27 @@ footprint:
 # Planned handover by `transfer` (the leader keeps running), same measurement.
 transfer:
 	$(GO) run ./internal/failoverbench -trials $(TRIALS) -mode transfer
+
+# The leader duty under a frozen or killed agent (issue 14): three agent
+# processes, H = 100 ms, a duty with a non-exec wrapper and a double-forked
+# worker writing its id and time every 10 ms; 20 SIGSTOPs of the leader for
+# each of 2x, 5x and 10x the lease, 50 SIGKILLs on heartbeats and 50 with
+# fast failover. Prints one summary line per path (overlap of the duty lines,
+# how long after its lease end a frozen leader's duty was gone, survivors of
+# a kill). make test runs the same test with 2 SIGSTOPs per length and 5 of
+# each kill (about 30 s).
+DUTY_FAULT_STOPS ?= 20
+DUTY_FAULT_KILLS ?= 50
+duty-faults:
+	DUTY_FAULT_STOPS=$(DUTY_FAULT_STOPS) DUTY_FAULT_KILLS=$(DUTY_FAULT_KILLS) DUTY_FAULT_FAST_KILLS=$(DUTY_FAULT_KILLS) \
+		$(GO) test -race -count=1 -v -timeout 60m -run 'TestE2EDutyFaults' ./cmd/edge-agent
+
+# What the duty guard costs an idle leader: its CPU and memory, and the
+# leader agent's CPU with and without a duty (GUARD_BASE_BIN: an older build
+# without the guard, for the same duty).
+GUARD_BASE_BIN ?=
+guard-footprint:
+	$(GO) run ./internal/guardfootprint $(if $(GUARD_BASE_BIN),-base-bin $(GUARD_BASE_BIN))
 
 # The Prometheus alerting rules: syntax, unit tests and the scrape config
 # that loads them (promtool: apt-get install prometheus).

@@ -183,7 +183,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	if a.reg == nil {
 		a.reg = prometheus.NewRegistry()
 	}
-	a.m = newMetrics(a.reg, a.ownReg)
+	a.m = newMetrics(a.reg, a.ownReg, cfg.Group)
 	a.algGuard = newAlgorithmGuard(cfg.Algorithm, a.reg)
 	a.log = a.log.With("id", cfg.ID, "group", cfg.Group)
 	if a.store == nil {

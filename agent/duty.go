@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -38,11 +37,14 @@ const (
 // Command that runs only while this agent leads, and one-shot hooks.
 type DutyConfig struct {
 	// Command is the program and its arguments (no shell; use
-	// ["sh", "-c", "..."] for one). It is started, in a process group of its
-	// own, once this agent leads; it is stopped (SIGTERM to the group, then
-	// SIGKILL after Grace) when it stops leading, and at the latest just
-	// before the lease runs out, even if the agent's loop is stuck. It is
-	// restarted with backoff if it exits while this agent leads. Empty: no
+	// ["sh", "-c", "..."] for one). It is started once this agent leads,
+	// under a duty guard (Linux; see GuardPath) that holds every process
+	// it starts; it is stopped (SIGTERM to all of them, then SIGKILL after
+	// Grace) when this agent stops leading, and killed at the latest one
+	// tick before the lease runs out, even if the agent is stuck, frozen or
+	// dead. When the command exits, whatever it left running is killed. It
+	// is restarted with backoff if it exits while this agent leads, but
+	// never again in a term whose lease deadline killed it. Empty: no
 	// command, hooks only.
 	Command []string
 	// Grace is how long the command gets between SIGTERM and SIGKILL. It
@@ -73,9 +75,20 @@ type DutyConfig struct {
 	// doubles (with jitter) up to MaxRestartBackoff. 0 picks the defaults.
 	RestartBackoff    time.Duration
 	MaxRestartBackoff time.Duration
-	// Env is added to the agent's environment for Command and the hooks,
-	// before the EDGE_ELECTION_* variables.
+	// Env adds to the environment of Command and the hooks: KEY=VALUE sets
+	// KEY, a bare KEY passes the agent's own value of KEY (if it has one).
+	// They do not inherit the agent's environment: they get its PATH, HOME,
+	// USER, LOGNAME, SHELL, LANG, LANGUAGE, LC_*, TZ and TMPDIR (a default
+	// PATH if it has none), then Env, then the EDGE_ELECTION_* variables.
+	// NOTIFY_SOCKET, WATCHDOG_*, LISTEN_* and EDGE_ELECTION_* cannot be set.
 	Env []string
+	// GuardPath is the executable of the duty guard, the process that
+	// runs Command and kills everything it started when the lease deadline
+	// passes or the agent dies. Any program that imports this package is
+	// one: it turns into the guard, before its main runs, when started as
+	// such. "" picks the agent's own executable (/proc/self/exe). Without
+	// Linux there is no guard and Command runs as the agent's child.
+	GuardPath string
 	// Dir is the working directory ("" = the agent's).
 	Dir string
 	// Stdout and Stderr receive the output of Command and the hooks (nil
@@ -91,6 +104,12 @@ func (c *DutyConfig) Validate(ac Config) error {
 		if len(argv) > 0 && argv[0] == "" {
 			return fmt.Errorf("%s: the program (first element) is empty", key)
 		}
+	}
+	if err := checkDutyEnv(c.Env); err != nil {
+		return err
+	}
+	if c.GuardPath == "" {
+		c.GuardPath = guardPathDefault
 	}
 	tick := ac.Tick()
 	if c.Grace == 0 {
@@ -129,6 +148,10 @@ func (c *DutyConfig) Validate(ac Config) error {
 	return nil
 }
 
+// guardPathDefault is DutyConfig.GuardPath's default (tests point it at a
+// guard built without the race detector, which runs several times faster).
+var guardPathDefault = defaultGuardPath
+
 // Duty supervises a DutyConfig's processes for one agent: see WithDuty.
 type Duty struct {
 	cfg DutyConfig
@@ -140,7 +163,11 @@ type Duty struct {
 	lastHook chan struct{}   // closed when the last queued hook finished
 	failures []time.Duration // guarded by sem: when the command failed (agent's monotonic clock), within the window
 
-	wg sync.WaitGroup // leaderships and hooks in flight
+	wg sync.WaitGroup // leaderships, guards and hooks in flight
+
+	// holdRenewals stops the guard's renewals (tests: a guard that expires
+	// while the lease is renewed, as when the agent was frozen).
+	holdRenewals atomic.Bool
 }
 
 // NewDuty returns a supervisor for c. WithDuty attaches it to an agent
@@ -184,16 +211,6 @@ func (d *Duty) Config() DutyConfig { return d.cfg }
 // the agent's Run returned, before the program exits.
 func (d *Duty) Wait() { d.wg.Wait() }
 
-func (d *Duty) env(term uint64, event string) []string {
-	env := append(os.Environ(), d.cfg.Env...)
-	env = append(env, EnvElectionID+"="+d.a.cfg.ID, EnvElectionGroup+"="+d.a.cfg.Group,
-		EnvElectionTerm+"="+strconv.FormatUint(term, 10))
-	if event != "" {
-		env = append(env, EnvElectionEvent+"="+event)
-	}
-	return env
-}
-
 // lead runs one leadership's duty: OnElected, then Command under
 // supervision until ctx ends or the lease is about to run out, then queues
 // OnDemoted. Only one leadership's processes run at a time: a new one waits
@@ -234,7 +251,7 @@ func (d *Duty) lead(ctx context.Context, term uint64, planned *atomic.Bool) {
 		<-ctx.Done()
 		return
 	}
-	d.supervise(ctx, log, d.env(term, ""), planned)
+	d.supervise(ctx, log, term, d.env(term, ""), planned)
 }
 
 // leaseClock follows this leadership's lease end from outside the agent's
@@ -256,12 +273,21 @@ func (l *leaseClock) refresh() {
 // supervise runs the command while ctx lives and the lease is not about to
 // run out, restarting it with backoff, and resigns after repeated failures.
 //
+// Each run of the command has a guard (startDutyProc) that holds a deadline
+// of its own, one tick before the lease ends, renewed here each time the
+// lease is extended: if this goroutine, the loop or the whole agent stops,
+// the guard kills the command's tree by then. A command killed because the
+// lease deadline passed, by the guard or from here, is not started again
+// in this term: the agent resigns instead if it still leads (its lease was
+// renewed after all, as when a frozen agent wakes just in time), so that
+// the duty does not come back on a leader that was not able to keep it.
+//
 // With fast failover the members may elect a successor the moment the
 // server reports this leader's connection closed (a fence later its duty
 // starts), so then the command is SIGKILLed at once when the connection is
 // down or leadership ends other than by a planned handover (planned set):
 // there is no time for a grace.
-func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string, planned *atomic.Bool) {
+func (d *Duty) supervise(ctx context.Context, log *slog.Logger, term uint64, env []string, planned *atomic.Bool) {
 	tick := d.a.cfg.Tick()
 	// softLead: SIGTERM this long before the lease ends, if not renewed. A
 	// healthy lease renews each heartbeat, so it gets down to about
@@ -275,6 +301,12 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string, pl
 	fast := !d.a.noFast && (d.a.nc != nil || d.a.routes != nil)
 	lc := leaseClock{a: d.a}
 	lc.refresh()
+	// guardAt gives the guard's deadlines for a lease end: SIGTERM and
+	// SIGKILL when the agent itself would send them.
+	guardAt := func(end time.Duration) (soft, hard int64) {
+		return d.a.monoDeadline(end - softLead), d.a.monoDeadline(end - hardLead)
+	}
+	label := d.a.cfg.ID + "/" + strconv.FormatUint(term, 10)
 
 	bo := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(d.cfg.RestartBackoff),
@@ -290,8 +322,9 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string, pl
 		killAt    time.Duration // all on the agent's monotonic clock
 		nextStart time.Duration
 		starts    int
-		resigned  bool
+		resigned  bool // resigned, or must: the command is not started again
 		why       string
+		deadline  bool // SIGKILL sent because the lease deadline passed
 	)
 	ctxDone := ctx.Done()
 	timer := time.NewTimer(0)
@@ -308,6 +341,9 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string, pl
 			hard = now // others may be electing already: no grace
 		}
 		keep := live && !connDown && now < soft && now < hard
+		if child != nil && keep && !d.holdRenewals.Load() {
+			child.renew(lc.end, guardAt)
+		}
 		switch {
 		case child != nil && !keep && !stopping:
 			switch {
@@ -318,21 +354,25 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string, pl
 			default:
 				why = "lease about to run out"
 			}
-			log.Info("stopping leader duty", "reason", why, "pid", child.pid, "grace", min(d.cfg.Grace, max(0, hard-now)))
+			log.Info("stopping leader duty", "reason", why, "pid", child.pid.Load(), "grace", min(d.cfg.Grace, max(0, hard-now)))
 			child.signal(syscall.SIGTERM)
 			stopping, killAt = true, min(now+d.cfg.Grace, hard)
 			if now >= killAt {
 				child.signal(syscall.SIGKILL)
 				killed = true
+				deadline = live && !connDown && now >= lc.end-hardLead
 			}
 		case child != nil && stopping && !killed && now >= killAt:
-			log.Warn("leader duty still running: killing its process group", "pid", child.pid, "reason", why)
+			log.Warn("leader duty still running: killing it", "pid", child.pid.Load(), "reason", why)
 			child.signal(syscall.SIGKILL)
 			killed = true
+			deadline = live && !connDown && now >= lc.end-hardLead
 		case child == nil && !live:
 			return
 		case child == nil && keep && !resigned && now >= nextStart && d.a.IsLeader():
-			p, err := startDutyProc(d.cfg.Command, env, d.cfg.Dir, d.cfg.Stdout, d.cfg.Stderr, now)
+			soft, hard := guardAt(lc.end)
+			p, err := startDutyProc(dutyStart{argv: d.cfg.Command, env: env, dir: d.cfg.Dir, stdout: d.cfg.Stdout, stderr: d.cfg.Stderr,
+				guard: d.cfg.GuardPath, label: label, soft: soft, deadline: hard, leaseEnd: lc.end, wg: &d.wg, log: log}, now)
 			starts++
 			if starts > 1 {
 				d.a.m.dutyRestarts.Inc()
@@ -342,9 +382,8 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string, pl
 				resigned, nextStart = d.failed(ctx, log, now, 0, bo)
 				continue
 			}
-			child, stopping, killed = p, false, false
+			child, stopping, killed, deadline = p, false, false, false
 			d.a.m.dutyRunning.Set(1)
-			log.Info("leader duty started", "pid", p.pid, "command", d.cfg.Command[0])
 		}
 
 		wake := now + poll
@@ -367,17 +406,40 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, env []string, pl
 			ctxDone = nil
 		case <-timer.C:
 		case <-exited:
-			child.signal(syscall.SIGKILL) // whatever is left of its group
 			d.a.m.dutyRunning.Set(0)
 			ran := d.a.mono() - child.started
-			if stopping {
-				log.Info("leader duty stopped", "pid", child.pid, "ran", ran, "exit", exitText(child.err))
+			pid := child.pid.Load()
+			switch {
+			case child.expired || deadline:
+				by := "the agent"
+				if child.expired {
+					by = "its guard"
+				}
+				log.Error("leader duty killed by "+by+": the lease deadline passed without renewal; not starting it again in this term",
+					"pid", pid, "ran", ran, "exit", exitText(child.err))
+				child, resigned = nil, true
+				if ctx.Err() == nil {
+					// The lease was renewed after all: hand leadership on
+					// rather than run the duty on a leader that lost hold of it.
+					go func() {
+						rctx, cancel := context.WithTimeout(context.Background(), d.a.cfg.SuspectAfter()+d.a.releaseWait)
+						defer cancel()
+						if err := d.a.Resign(rctx); err != nil && ctx.Err() == nil {
+							log.Warn("resign after the duty's lease deadline", "err", err)
+						}
+					}()
+				}
+			case stopping || child.soft:
+				// Stopped as asked, or by the guard's SIGTERM as the lease
+				// was about to run out (the agent's own comes at the same
+				// time): started again if the lease is renewed after all.
+				log.Info("leader duty stopped", "pid", pid, "ran", ran, "exit", exitText(child.err), "by_guard", child.soft && !stopping)
 				child = nil
-				continue
+			default:
+				log.Warn("leader duty exited while leading", "pid", pid, "ran", ran, "exit", exitText(child.err))
+				child = nil
+				resigned, nextStart = d.failed(ctx, log, d.a.mono(), ran, bo)
 			}
-			log.Warn("leader duty exited while leading", "pid", child.pid, "ran", ran, "exit", exitText(child.err))
-			child = nil
-			resigned, nextStart = d.failed(ctx, log, d.a.mono(), ran, bo)
 		}
 	}
 }
@@ -464,35 +526,6 @@ func (d *Duty) runHook(ctx context.Context, log *slog.Logger, name string, argv,
 	}
 	return cmd.Process != nil
 }
-
-// dutyProc is a running command, leader of its own process group.
-type dutyProc struct {
-	pid     int
-	started time.Duration // on the agent's monotonic clock
-	done    chan struct{} // closed once the command exited and was reaped
-	err     error         // Wait's result, set before done is closed
-}
-
-func startDutyProc(argv, env []string, dir string, stdout, stderr io.Writer, now time.Duration) (*dutyProc, error) {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, dir, stdout, stderr
-	cmd.SysProcAttr = dutySysProcAttr()
-	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &dutyProc{pid: cmd.Process.Pid, started: now, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// signal sends sig to the command's whole process group. The group outlives
-// the command only as long as a process is left in it, so its id cannot have
-// been reused.
-func (p *dutyProc) signal(sig syscall.Signal) { _ = syscall.Kill(-p.pid, sig) }
 
 func exitText(err error) string {
 	if err == nil {

@@ -1,12 +1,192 @@
 package agent
 
-import "syscall"
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 
-// dutySysProcAttr puts a duty process in a process group of its own (so the
-// whole group can be signalled) and has the kernel SIGKILL it if the agent
-// dies: a SIGKILLed agent must not leave a duty running that a successor
-// would start again. Pdeathsig reaches the direct child only; systemd
-// (KillMode=mixed) kills what is left of the unit's cgroup.
+	"golang.org/x/sys/unix"
+
+	"github.com/edge-agent/edge-agent/agent/dutyguard"
+)
+
+// dutySysProcAttr puts a hook in a process group of its own (so the whole
+// group can be signalled) and has the kernel SIGKILL it if the agent dies.
+// Hooks are notifications and run without a guard; the duty command runs
+// under one (dutyguard_linux.go).
 func dutySysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// defaultGuardPath is the agent's own executable. /proc/self/exe rather
+// than os.Executable: after a package upgrade replaced the file, it still
+// names the image this agent runs, so agent and guard are of one version.
+const defaultGuardPath = "/proc/self/exe"
+
+// dutyStart is what starts one run of the duty command.
+type dutyStart struct {
+	argv     []string
+	env      []string
+	dir      string
+	stdout   io.Writer // an *os.File is passed on as is
+	stderr   io.Writer
+	guard    string          // the guard's executable
+	label    string          // id/term, for ps and the guard's log lines
+	soft     int64           // CLOCK_MONOTONIC: the guard sends SIGTERM then unless renewed
+	deadline int64           // CLOCK_MONOTONIC: the guard kills the tree then unless renewed
+	leaseEnd time.Duration   // the lease end (agent's clock) they were made from
+	wg       *sync.WaitGroup // counts the guard until it exited
+	log      *slog.Logger
+}
+
+// dutyProc is one run of the duty command under its guard.
+type dutyProc struct {
+	guardPid int
+	pid      atomic.Int64  // the command's pid, once the guard reported it
+	started  time.Duration // on the agent's monotonic clock
+	done     chan struct{} // closed once the guard reported the whole tree gone
+
+	// Set before done is closed.
+	err     error // the command's exit: nil for status 0
+	expired bool  // the guard killed the tree because the deadline passed
+	soft    bool  // it ended after the guard's SIGTERM at the soft deadline
+
+	conn *net.UnixConn
+	sent time.Duration // the lease end last sent; supervise's goroutine only
+}
+
+func startDutyProc(s dutyStart, now time.Duration) (*dutyProc, error) {
+	// Resolved here, with the agent's PATH, as exec.Command always did: a
+	// missing program is a start error, not an exit.
+	path, err := exec.LookPath(s.argv[0])
+	if err != nil {
+		return nil, err
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("duty guard: socketpair: %w", err)
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "duty-guard-control"), os.NewFile(uintptr(fds[1]), "duty-guard-control")
+	defer theirs.Close()
+	fc, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		return nil, fmt.Errorf("duty guard: %w", err)
+	}
+	conn := fc.(*net.UnixConn)
+	args := []string{dutyguard.Arg, "--soft=" + strconv.FormatInt(s.soft, 10), "--deadline=" + strconv.FormatInt(s.deadline, 10),
+		"--label=" + s.label, "--"}
+	cmd := exec.Command(s.guard, append(append(args, path), s.argv...)...)
+	cmd.Args[0] = os.Args[0] // ps shows the agent's name, not /proc/self/exe
+	cmd.Env = append(append([]string(nil), s.env...), dutyguard.Env+"="+dutyguard.Protocol)
+	cmd.Dir = s.dir
+	cmd.Stdout, cmd.Stderr = s.stdout, s.stderr
+	cmd.ExtraFiles = []*os.File{theirs}
+	// No Pdeathsig: the guard must outlive the agent to kill the tree.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("duty guard %s: %w", s.guard, err)
+	}
+	p := &dutyProc{guardPid: cmd.Process.Pid, started: now, done: make(chan struct{}), conn: conn, sent: s.leaseEnd}
+	s.wg.Add(1)
+	go p.follow(cmd, s)
+	return p, nil
+}
+
+// follow reads the guard's reports until it exits. done is closed at the
+// guard's final report, once the tree is gone (a handover waits for that);
+// the guard's own exit is waited for after it, counted in s.wg.
+func (p *dutyProc) follow(cmd *exec.Cmd, s dutyStart) {
+	defer s.wg.Done()
+	reported := false
+	sc := bufio.NewScanner(p.conn)
+	for sc.Scan() {
+		verb, rest, _ := strings.Cut(sc.Text(), " ")
+		switch verb {
+		case dutyguard.Started:
+			if pid, err := strconv.Atoi(rest); err == nil {
+				p.pid.Store(int64(pid))
+				s.log.Info("leader duty started", "pid", pid, "guard_pid", p.guardPid, "command", s.argv[0])
+			}
+		case dutyguard.Done:
+			if reported {
+				continue
+			}
+			reported = true
+			reason, status, _ := strings.Cut(rest, " ")
+			switch reason {
+			case dutyguard.Exited, dutyguard.Stopped, dutyguard.Killed, dutyguard.Expired:
+				p.expired = reason == dutyguard.Expired
+				p.soft = reason == dutyguard.Stopped
+				if status != "exit status 0" {
+					p.err = errors.New(status)
+				}
+			case dutyguard.Error:
+				p.err = fmt.Errorf("start: %s", status)
+			default:
+				p.err = fmt.Errorf("the duty guard reported %q", rest)
+			}
+			close(p.done)
+		}
+	}
+	p.conn.Close()
+	werr := cmd.Wait()
+	if !reported {
+		// The guard died without a report (killed by someone, or a guard
+		// of another version): what it ran may be left. Its process group
+		// is the best that is known.
+		p.err = fmt.Errorf("the duty guard ended without a report: %v", werr)
+		if pid := int(p.pid.Load()); pid > 0 {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		close(p.done)
+	}
+}
+
+// send writes one control line. The guard reads them as they come; the
+// write deadline only bounds a guard that stopped reading (frozen), whose
+// deadline then acts anyway.
+func (p *dutyProc) send(line string) {
+	_ = p.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = p.conn.Write([]byte(line + "\n"))
+}
+
+// renew gives the guard new deadlines (CLOCK_MONOTONIC, from at) when the
+// lease end they are made from (on the agent's clock) moved forward.
+func (p *dutyProc) renew(leaseEnd time.Duration, at func(time.Duration) (soft, hard int64)) {
+	if leaseEnd > p.sent {
+		p.sent = leaseEnd
+		soft, hard := at(leaseEnd)
+		p.send(dutyguard.Renew + " " + strconv.FormatInt(soft, 10) + " " + strconv.FormatInt(hard, 10))
+	}
+}
+
+// signal asks the guard for SIGTERM to the tree, or for SIGKILL of it.
+func (p *dutyProc) signal(sig syscall.Signal) {
+	if sig == syscall.SIGKILL {
+		p.send(dutyguard.Kill)
+	} else {
+		p.send(dutyguard.Term)
+	}
+}
+
+// monoDeadline converts t on the agent's monotonic clock to CLOCK_MONOTONIC.
+// The clock is read before mono: a delay between the two readings makes
+// the result earlier, never later.
+func (a *Agent) monoDeadline(t time.Duration) int64 {
+	cm := dutyguard.ClockMonotonic()
+	return cm + int64(t-a.mono())
 }

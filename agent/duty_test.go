@@ -88,7 +88,7 @@ func TestDutyStopsBeforeTheSuccessorStarts(t *testing.T) {
 	hook := `echo "$EDGE_ELECTION_EVENT $EDGE_ELECTION_ID $EDGE_ELECTION_TERM" >> ` + hooks
 	ids := []string{"gw1", "gw2", "gw3"}
 	duties := map[string]*Duty{}
-	_, agents, stop := runSite(t, 3, 50*time.Millisecond, siteSetup{opts: func(id string) []Option {
+	_, agents, stop := runSite(t, 3, 100*time.Millisecond, siteSetup{opts: func(id string) []Option {
 		d := NewDuty(DutyConfig{Command: []string{"sh", script}, Env: []string{"DUTY_LOG=" + log},
 			OnElected: []string{"sh", "-c", hook}, OnDemoted: []string{"sh", "-c", hook}})
 		duties[id] = d
@@ -159,19 +159,29 @@ func TestDutyStopsBeforeTheSuccessorStarts(t *testing.T) {
 			dutyRan[r.id+" "+strconv.FormatUint(r.term, 10)] = true
 		}
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	// Hooks are ordered per gateway (each agent runs its own, one at a
+	// time); across gateways the successor's on_elected may come before
+	// the old leader's on_demoted, which the handover does not wait for.
+	byID := map[string][]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(l); len(f) == 3 {
+			byID[f[1]] = append(byID[f[1]], l)
+		}
+	}
 	pairs := map[string]bool{}
-	for i := 0; i < len(lines); {
-		if k, ok := strings.CutPrefix(lines[i], "demoted "); ok && !dutyRan[k] {
-			i++ // on_elected killed before it wrote its line
-			continue
+	for _, lines := range byID {
+		for i := 0; i < len(lines); {
+			if k, ok := strings.CutPrefix(lines[i], "demoted "); ok && !dutyRan[k] {
+				i++ // on_elected killed before it wrote its line
+				continue
+			}
+			k, ok := strings.CutPrefix(lines[i], "elected ")
+			if !ok || i+1 >= len(lines) || lines[i+1] != "demoted "+k {
+				t.Fatalf("hooks out of pairs:\n%s", b)
+			}
+			pairs[k] = true
+			i += 2
 		}
-		k, ok := strings.CutPrefix(lines[i], "elected ")
-		if !ok || i+1 >= len(lines) || lines[i+1] != "demoted "+k {
-			t.Fatalf("hooks out of pairs:\n%s", b)
-		}
-		pairs[k] = true
-		i += 2
 	}
 	for _, r := range rs {
 		if k := r.id + " " + strconv.FormatUint(r.term, 10); r.event == "start" && !pairs[k] {

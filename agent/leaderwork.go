@@ -54,8 +54,10 @@ func (a *Agent) startLeaderWork(ctx context.Context, term uint64) chan struct{} 
 	}
 	if a.duty != nil {
 		wg.Add(1)
+		a.duty.wg.Add(1) // Duty.Wait outlasts the command even if Run returns first
 		planned := a.leadPlanned
 		go func() {
+			defer a.duty.wg.Done()
 			defer wg.Done()
 			if a.waitFence(ctx, fence) {
 				a.duty.lead(ctx, term, planned)

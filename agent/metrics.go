@@ -53,7 +53,12 @@ var badReasons = []string{
 	"unverified", "rate_limited", "term_jump",
 }
 
-func newMetrics(reg prometheus.Registerer, withRuntime bool) *metrics {
+// newMetrics registers the agent's series on reg. group is the election
+// group: edge_election_duty_running carries it as a label of its own, so
+// that a Prometheus scraping the gateways directly (not through the
+// Pushgateway, whose grouping key adds it) can count the duties running in
+// a group; the Pusher leaves it out of the pushed series (edge.NewPusher).
+func newMetrics(reg prometheus.Registerer, withRuntime bool, group string) *metrics {
 	f := promauto.With(reg)
 	m := &metrics{
 		isLeader: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_is_leader",
@@ -90,7 +95,8 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool) *metrics {
 		dutyRestarts: f.NewCounter(prometheus.CounterOpts{Name: "edge_election_duty_restarts_total",
 			Help: "Times the leader duty command was started again while this agent kept leading."}),
 		dutyRunning: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_duty_running",
-			Help: "1 while this agent's leader duty command runs."}),
+			Help:        "1 while this agent's leader duty command runs.",
+			ConstLabels: prometheus.Labels{"group": group}}),
 	}
 	for _, r := range []string{"won", "failed"} {
 		m.elections.WithLabelValues(r)

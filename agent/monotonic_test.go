@@ -48,10 +48,13 @@ var allowedClockUse = map[string]string{
 	// The leadership journal (an audit log, and the fault tests' record)
 	// stamps lines with wall time so that journals of several agents can be
 	// merged; the agent writes it and never reads it back.
-	"agent/journal.go: write: time.Now":         "the journal line's timestamp, output only",
-	"agent/journal.go: write: UnixNano":         "the journal line's timestamp, output only",
-	"agent/journal.go: wallUntil: time.Now":     "a monotonic lease end shown as wall time in the journal, output only",
-	"agent/journal.go: wallUntil: UnixNano":     "a monotonic lease end shown as wall time in the journal, output only",
+	"agent/journal.go: write: time.Now":     "the journal line's timestamp, output only",
+	"agent/journal.go: write: UnixNano":     "the journal line's timestamp, output only",
+	"agent/journal.go: wallUntil: time.Now": "a monotonic lease end shown as wall time in the journal, output only",
+	"agent/journal.go: wallUntil: UnixNano": "a monotonic lease end shown as wall time in the journal, output only",
+	// A write deadline on the duty guard's control socket: the poller
+	// turns it into a monotonic timeout.
+	"agent/duty_linux.go: send: time.Now":       "a socket write deadline, monotonic in the poller",
 	"edge/embedded.go: StartEmbedded: time.Now": "a start-up deadline compared with After: monotonic",
 	// Rate limits and challenge nonces measure from a base taken at start,
 	// with Since: monotonic.

@@ -214,4 +214,16 @@ func TestElectionDurationObserved(t *testing.T) {
 			t.Errorf("%s not gathered", name)
 		}
 	}
+	// duty_running carries the group on the agent's own registry, for a
+	// Prometheus that scrapes the gateways directly.
+	for _, mf := range mfs {
+		if mf.GetName() != "edge_election_duty_running" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if ls := m.GetLabel(); len(ls) != 1 || ls[0].GetName() != "group" || ls[0].GetValue() != "site" {
+				t.Errorf("edge_election_duty_running labels %v, want group=site", ls)
+			}
+		}
+	}
 }

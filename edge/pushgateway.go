@@ -34,7 +34,9 @@ type PushConfig struct {
 	// Grouping are the other labels of the group's key, in order; edge-agent
 	// uses group (the election group) and instance (the member id). Each push
 	// replaces every metric of the group (HTTP PUT), so a series that
-	// vanished locally also vanishes from the Pushgateway.
+	// vanished locally also vanishes from the Pushgateway. A gathered series
+	// that carries a grouping label with the key's value is pushed without
+	// it (the Pushgateway adds it back).
 	Grouping [][2]string
 	// Interval is the time between periodic pushes (DefaultPushInterval
 	// when 0).
@@ -151,7 +153,7 @@ func NewPusher(cfg PushConfig) (*Pusher, error) {
 	// password, so none of its errors (logged on every failed push) can
 	// show it.
 	bare, user := splitBasicAuth(cfg.URL)
-	p := push.New(bare, cfg.Job).Gatherer(cfg.Gatherer)
+	p := push.New(bare, cfg.Job).Gatherer(withoutGrouping(cfg.Gatherer, cfg.Grouping))
 	if user != nil {
 		pass, _ := user.Password()
 		p = p.BasicAuth(user.Username(), pass)
@@ -254,6 +256,39 @@ func (p *Pusher) push(ctx context.Context) error {
 	p.failures = 0
 	p.pushes++
 	return nil
+}
+
+// withoutGrouping gathers g's metrics without the labels that repeat the
+// push's grouping key: a series of the agent's own registry may carry a
+// grouping label (edge_election_duty_running has group, for a Prometheus
+// that scrapes the agent directly), and the Pushgateway adds the key's
+// labels itself; the push client refuses a metric that carries one. A
+// series whose label disagrees with the key is left as it is, and its push
+// fails with the client's error.
+func withoutGrouping(g prometheus.Gatherer, grouping [][2]string) prometheus.Gatherer {
+	if len(grouping) == 0 {
+		return g
+	}
+	key := map[string]string{}
+	for _, kv := range grouping {
+		key[kv[0]] = kv[1]
+	}
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mfs, err := g.Gather()
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				kept := m.Label[:0:0]
+				for _, l := range m.GetLabel() {
+					if v, ok := key[l.GetName()]; ok && v == l.GetValue() {
+						continue
+					}
+					kept = append(kept, l)
+				}
+				m.Label = kept
+			}
+		}
+		return mfs, err
+	})
 }
 
 // PrefixGatherer gathers only the metric families of g whose names start

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/edge-agent/edge-agent/internal/harness"
 )
@@ -39,8 +40,14 @@ func TestPusherAgainstRealPushgateway(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_election_term", Help: "term"})
-	reg.MustRegister(g, collectors.NewGoCollector())
+	// A series that carries the grouping label itself, as the agent's
+	// edge_election_duty_running does: pushed without it, since the push
+	// client refuses a metric that repeats a grouping label.
+	duty := prometheus.NewGauge(prometheus.GaugeOpts{Name: "edge_election_duty_running", Help: "duty",
+		ConstLabels: prometheus.Labels{"group": "site"}})
+	reg.MustRegister(g, duty, collectors.NewGoCollector())
 	g.Set(1)
+	duty.Set(1)
 	const interval = time.Hour // only triggers, retries and the final push
 	p, err := NewPusher(PushConfig{URL: pg.URL(), Interval: interval, Timeout: time.Second,
 		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond,
@@ -77,6 +84,13 @@ func TestPusherAgainstRealPushgateway(t *testing.T) {
 	}
 	if _, ok := harness.Find(ms, "push_time_seconds", key); !ok {
 		t.Error("no push_time_seconds for the group")
+	}
+	if v, ok := harness.Find(ms, "edge_election_duty_running", key); !ok || v != 1 {
+		t.Errorf("edge_election_duty_running under the group's key: %v %v", v, ok)
+	}
+	// The registry still has the label: only the push leaves it out.
+	if mfs, _ := reg.Gather(); !hasLabel(mfs, "edge_election_duty_running", "group", "site") {
+		t.Error("the pusher changed the registry's series")
 	}
 
 	g.Set(2)
@@ -121,5 +135,47 @@ func TestPushConfigValidate(t *testing.T) {
 	c := PushConfig{URL: "http://pgw.example:9091", Gatherer: reg}
 	if err := c.Validate(); err != nil || c.Job != DefaultPushJob || c.Interval != DefaultPushInterval || c.Timeout != 10*time.Second {
 		t.Fatalf("defaults: %+v %v", c, err)
+	}
+}
+
+func hasLabel(mfs []*dto.MetricFamily, name, label, value string) bool {
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// TestWithoutGrouping: labels that repeat the grouping key with its value
+// are left out of the pushed series; other labels, and a grouping label
+// with another value, stay.
+func TestWithoutGrouping(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "m", Help: "m"}, []string{"group", "reason"})
+	reg.MustRegister(v)
+	v.WithLabelValues("site", "a").Set(1)
+	v.WithLabelValues("other", "b").Set(2)
+	mfs, err := withoutGrouping(reg, [][2]string{{"group", "site"}, {"instance", "gw1"}}).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range mfs[0].GetMetric() {
+		var ls []string
+		for _, l := range m.GetLabel() {
+			ls = append(ls, l.GetName()+"="+l.GetValue())
+		}
+		got = append(got, strings.Join(ls, ","))
+	}
+	if strings.Join(got, " ") != "group=other,reason=b reason=a" && strings.Join(got, " ") != "reason=a group=other,reason=b" {
+		t.Fatalf("labels %q", got)
 	}
 }

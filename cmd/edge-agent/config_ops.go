@@ -34,6 +34,7 @@ type fileLeader struct {
 	HookTimeout   yaml.Node `yaml:"hook_timeout"`
 	MaxFailures   yaml.Node `yaml:"max_failures"`
 	FailureWindow yaml.Node `yaml:"failure_window"`
+	Env           yaml.Node `yaml:"env"`
 }
 
 // opsNodes adds the nodes of the operations keys to m.
@@ -56,6 +57,7 @@ func (f *fileConfig) opsNodes(m map[string]*yaml.Node) {
 	m["leader.hook_timeout"] = &d.HookTimeout
 	m["leader.max_failures"] = &d.MaxFailures
 	m["leader.failure_window"] = &d.FailureWindow
+	m["leader.env"] = &d.Env
 }
 
 // opsSettings are the settings of the Pushgateway push and the leader duty.
@@ -96,6 +98,8 @@ var opsSettings = []setting{
 		}},
 	{key: "leader.failure_window", flag: "leader-failure-window", usage: "period over which duty failures count, `DURATION` (default 1m)",
 		set: durationSetter(func(rc *runConfig) *time.Duration { return &rc.Duty.FailureWindow })},
+	{key: "leader.env", flag: "leader-env", usage: "environment of the duty and hooks besides the documented one: `LIST` of KEY=VALUE (set) or KEY (pass the agent's value), as [\"A=1\", \"B\"] or words split at spaces",
+		set: envSetter(func(rc *runConfig) *[]string { return &rc.Duty.Env }), fromFile: envFromFile("leader.env", func(rc *runConfig) *[]string { return &rc.Duty.Env })},
 }
 
 func init() {
@@ -142,6 +146,47 @@ func parseArgv(s string) ([]string, error) {
 		return nil, fmt.Errorf("%q: the program (first element) is empty", s)
 	}
 	return argv, nil
+}
+
+// envSetter and envFromFile read leader.env: a list as a command is, but
+// its first element may be anything.
+func envSetter(field func(*runConfig) *[]string) func(*runConfig, string) error {
+	return func(rc *runConfig, s string) error {
+		s = strings.TrimSpace(s)
+		if !strings.HasPrefix(s, "[") {
+			*field(rc) = strings.Fields(s)
+			return nil
+		}
+		var list []string
+		if err := yaml.Unmarshal([]byte(s), &list); err != nil {
+			return fmt.Errorf("%q is not a list of strings", s)
+		}
+		*field(rc) = list
+		return nil
+	}
+}
+
+func envFromFile(key string, field func(*runConfig) *[]string) func(*loader, *runConfig, *yaml.Node) error {
+	return func(l *loader, rc *runConfig, n *yaml.Node) error {
+		switch n.Kind {
+		case yaml.ScalarNode:
+			*field(rc) = strings.Fields(n.Value)
+			return nil
+		case yaml.SequenceNode:
+		default:
+			return l.fileErrorf(n, key, "must be a list of KEY=VALUE or KEY, not a %s", kindName(n))
+		}
+		list := make([]string, 0, len(n.Content))
+		for _, item := range n.Content {
+			item = resolve(item)
+			if item.Kind != yaml.ScalarNode {
+				return l.fileErrorf(item, key, "each element must be a string, not a %s", kindName(item))
+			}
+			list = append(list, item.Value)
+		}
+		*field(rc) = list
+		return nil
+	}
 }
 
 // argvFromFile applies a command from the file: a list of strings or one

@@ -23,6 +23,7 @@ leader:
   hook_timeout: 5s
   max_failures: 3
   failure_window: 2m
+  env: [PLC_ADDR=10.0.0.5, TZ]
 `
 
 func TestLoadOpsConfig(t *testing.T) {
@@ -39,19 +40,21 @@ func TestLoadOpsConfig(t *testing.T) {
 	d := rc.Duty
 	if strings.Join(d.Command, "|") != "/usr/bin/plc-poller|--bus|line 3" ||
 		strings.Join(d.OnElected, "|") != "/usr/lib/edge/vip|up" || strings.Join(d.OnDemoted, "|") != "/usr/lib/edge/vip|down" ||
-		d.Grace != 500*time.Millisecond || d.HookTimeout != 5*time.Second || d.MaxFailures != 3 || d.FailureWindow != 2*time.Minute {
+		d.Grace != 500*time.Millisecond || d.HookTimeout != 5*time.Second || d.MaxFailures != 3 || d.FailureWindow != 2*time.Minute ||
+		strings.Join(d.Env, "|") != "PLC_ADDR=10.0.0.5|TZ" {
 		t.Errorf("duty: %+v", d)
 	}
 
 	// Flags override the file; a command flag is a list or words.
 	rc, err = loadRunConfig([]string{"--config", path, "--pushgateway-url", "https://other:9091", "--push-interval", "5s",
-		"--leader-command", `["/bin/sh", "-c", "exec poller --x"]`, "--leader-grace", "1s", "--leader-on-elected", "logger elected"})
+		"--leader-command", `["/bin/sh", "-c", "exec poller --x"]`, "--leader-grace", "1s", "--leader-on-elected", "logger elected",
+		"--leader-env", "A=1 B"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rc.Push.URL != "https://other:9091" || rc.Push.Interval != 5*time.Second || rc.Push.Job != "edge" ||
 		strings.Join(rc.Duty.Command, "|") != "/bin/sh|-c|exec poller --x" || rc.Duty.Grace != time.Second ||
-		strings.Join(rc.Duty.OnElected, "|") != "logger|elected" {
+		strings.Join(rc.Duty.OnElected, "|") != "logger|elected" || strings.Join(rc.Duty.Env, "|") != "A=1|B" {
 		t.Errorf("flags: %+v %+v", rc.Push, rc.Duty)
 	}
 
@@ -90,6 +93,12 @@ func TestOpsConfigErrors(t *testing.T) {
 		{name: "command element", extra: []string{"leader:", "  command: [x, [y]]"}, want: "line 7: leader.command: each element must be a string"},
 		{name: "empty program", args: []string{"--leader-command", `["", "x"]`}, want: "--leader-command: "},
 		{name: "bad list", args: []string{"--leader-command", `[x, "y`}, want: "--leader-command: "},
+		{name: "env notify socket", args: []string{"--leader-command", "x", "--leader-env", "NOTIFY_SOCKET"},
+			want: "--leader-env: NOTIFY_SOCKET belongs to the agent's own process and is never passed to the duty"},
+		{name: "env election variable", extra: []string{"leader: {command: [x], env: [EDGE_ELECTION_TERM=7]}"},
+			want: "line 6: leader.env: EDGE_ELECTION_TERM is set by the agent itself"},
+		{name: "env bad entry", args: []string{"--leader-command", "x", "--leader-env", `["=x"]`}, want: "--leader-env: \"=x\" is not KEY=VALUE or KEY"},
+		{name: "env not a list", extra: []string{"leader:", "  command: [x]", "  env: {A: 1}"}, want: "line 8: leader.env: must be a list"},
 		{name: "max failures", args: []string{"--leader-command", "x", "--leader-max-failures", "-2"}, want: "--leader-max-failures: -2 is not positive"},
 		{name: "push url scheme", extra: []string{"pushgateway: {url: 'pgw:9091'}"}, want: "line 6: pushgateway.url: \"pgw:9091\": the scheme must be http:// or https://"},
 		{name: "push url path", args: []string{"--pushgateway-url", "http://pgw:9091/metrics/job/x"}, want: "--pushgateway-url: "},

@@ -1,0 +1,634 @@
+package dutyguard
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// A program that imports this package becomes the duty guard when it is
+// started as one (argv[1] = Arg and Env set), before its main runs, and
+// before most of its packages are initialized: this package imports little,
+// so it is initialized early, and the guard never pays for the agent's.
+// It exits with syscall.Exit: nothing of the program's is set up to be
+// flushed, and a race-enabled build (the tests') would otherwise wait a
+// second at exit, which the agent would count as the duty still running.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == Arg {
+		if v, ok := os.LookupEnv(Env); ok {
+			syscall.Exit(Run(os.Args[2:], v))
+		}
+	}
+}
+
+// guardArgs are the guard's command line after Arg (see the package doc).
+type guardArgs struct {
+	soft     int64  // SIGTERM then, unless renewed (= deadline if not given)
+	deadline int64  // SIGKILL then, unless renewed
+	label    string // for ps and the guard's own log lines: id/term
+	path     string
+	argv     []string
+}
+
+func parseGuardArgs(args []string) (guardArgs, error) {
+	var g guardArgs
+	for i, a := range args {
+		switch {
+		case a == "--":
+			rest := args[i+1:]
+			if len(rest) < 2 {
+				return g, errors.New("no command after --")
+			}
+			g.path, g.argv = rest[0], rest[1:]
+			if g.deadline == 0 {
+				return g, errors.New("no --deadline")
+			}
+			if g.soft == 0 || g.soft > g.deadline {
+				g.soft = g.deadline
+			}
+			return g, nil
+		case hasPrefix(a, "--deadline="):
+			v, err := strconv.ParseInt(a[len("--deadline="):], 10, 64)
+			if err != nil || v <= 0 {
+				return g, fmt.Errorf("bad %s", a)
+			}
+			g.deadline = v
+		case hasPrefix(a, "--soft="):
+			v, err := strconv.ParseInt(a[len("--soft="):], 10, 64)
+			if err != nil || v <= 0 {
+				return g, fmt.Errorf("bad %s", a)
+			}
+			g.soft = v
+		case hasPrefix(a, "--label="):
+			g.label = a[len("--label="):]
+		default:
+			return g, fmt.Errorf("unknown argument %q", a)
+		}
+	}
+	return g, errors.New("no -- before the command")
+}
+
+// guard is the state of one guard process.
+type guard struct {
+	self     int
+	main     int // the command's pid
+	mainDone bool
+	status   syscall.WaitStatus // the command's, once mainDone
+	ctl      int                // the control connection; -1 once the agent is gone
+	label    string
+	termSent bool // the tree got SIGTERM: once per run, from the agent or the soft deadline
+	softStop bool // ... and it was the soft deadline's
+}
+
+// Run is the guard process's main, given the arguments after Arg and the
+// value of Env; it returns the exit code.
+func Run(args []string, proto string) int {
+	if proto != Protocol {
+		fmt.Fprintf(os.Stderr, "edge-agent duty-guard: protocol %q, this binary speaks %q: a guard from another version; not starting the duty\n", proto, Protocol)
+		return 2
+	}
+	ga, err := parseGuardArgs(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "edge-agent duty-guard: %v (it is started by the agent, not by hand)\n", err)
+		return 2
+	}
+	// The control connection: close-on-exec, so that the duty never
+	// inherits it; non-blocking, read by the control loop (control).
+	syscall.CloseOnExec(ControlFD)
+	if err := syscall.SetNonblock(ControlFD, true); err != nil {
+		fmt.Fprintf(os.Stderr, "edge-agent duty-guard: control connection: %v\n", err)
+		return 2
+	}
+	g := &guard{self: os.Getpid(), ctl: ControlFD, label: ga.label}
+	// Signals first, so that no SIGCHLD of the command is lost. SIGTERM,
+	// SIGINT and SIGHUP are passed on to the tree (a `systemctl stop` with
+	// KillMode=control-group sends SIGTERM to every process of the unit):
+	// the guard itself goes only once the tree is gone.
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
+	fwd := make(chan os.Signal, 1)
+	signal.Notify(fwd, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// A write to a closed stderr (the agent's, once it is gone, unless
+	// that is the journal) fails instead of killing the guard. Notify, not
+	// Ignore: an ignored signal would stay ignored in the command.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	if err := setChildSubreaper(); err != nil {
+		g.report(Done, Error, "PR_SET_CHILD_SUBREAPER: "+err.Error())
+		return 1
+	}
+	events := make(chan event, 4)
+	go (&control{fd: ControlFD, soft: ga.soft, deadline: ga.deadline}).run(events)
+	// The agent may have renewed the deadline, or stopped the duty, while
+	// the guard was starting: the control loop reads that first.
+	switch <-events {
+	case evReady:
+	case evSoft:
+		g.report(Done, Stopped, "not started")
+		return 0
+	case evExpired:
+		g.report(Done, Expired, "not started")
+		return 0
+	case evGone:
+		return 0
+	default: // term or kill
+		g.report(Done, Killed, "not started")
+		return 0
+	}
+	env := make([]string, 0, len(os.Environ()))
+	for _, kv := range os.Environ() {
+		if !hasPrefix(kv, Env+"=") {
+			env = append(env, kv)
+		}
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		g.report(Done, Error, err.Error())
+		return 1
+	}
+	// Its own process group, as the command always had (a terminal's
+	// signals go to the agent, which stops the duty in order). Pdeathsig:
+	// should the guard itself be killed, the command at least goes too.
+	pid, err := syscall.ForkExec(ga.path, ga.argv, &syscall.ProcAttr{
+		Env:   env,
+		Files: []uintptr{null.Fd(), 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	null.Close()
+	if err != nil {
+		g.report(Done, Error, err.Error())
+		return 0
+	}
+	g.main = pid
+	g.report(Started, strconv.Itoa(pid))
+
+	for {
+		select {
+		case ev := <-events:
+			switch ev {
+			case evGone:
+				// The agent is gone (or closed the connection to abort): no
+				// one renews the deadline or stops the duty in order.
+				g.ctl = -1
+				began := time.Now()
+				n := g.killTree(chld)
+				g.logf("the agent is gone: killed the leader duty (%d processes in %s)", n, time.Since(began).Round(time.Microsecond))
+				return 0
+			case evExpired:
+				began := time.Now()
+				n := g.killTree(chld)
+				g.logf("the lease deadline passed without renewal: killed the leader duty (%d processes in %s)", n, time.Since(began).Round(time.Microsecond))
+				g.report(Done, Expired, g.statusText())
+				return 0
+			case evTerm:
+				g.term(false)
+			case evSoft:
+				g.term(true)
+			case evKill:
+				g.killTree(chld)
+				g.report(Done, Killed, g.statusText())
+				return 0
+			}
+		case <-chld:
+			g.reap()
+			if g.mainDone {
+				g.killTree(chld) // what the command left behind
+				reason := Exited
+				if g.softStop {
+					reason = Stopped
+				}
+				g.report(Done, reason, g.statusText())
+				return 0
+			}
+		case <-fwd:
+			g.term(false)
+		}
+	}
+}
+
+// term sends SIGTERM to the tree, once per run: the agent's stop and the
+// soft deadline come at about the same time, and a command that traps
+// SIGTERM must not run its handler twice.
+func (g *guard) term(soft bool) {
+	if g.termSent {
+		return
+	}
+	g.termSent, g.softStop = true, soft
+	g.signalTree(syscall.SIGTERM)
+}
+
+// event is what the control loop tells the guard.
+type event int
+
+const (
+	evReady   event = iota // the deadline has not passed: start the command
+	evTerm                 // the agent asks for SIGTERM to the tree
+	evKill                 // the agent asks for SIGKILL of the tree
+	evSoft                 // the soft deadline passed without renewal: SIGTERM
+	evExpired              // the deadline passed without renewal: SIGKILL
+	evGone                 // the connection closed: the agent is gone
+)
+
+// control reads the agent's messages and holds the deadlines. It decides
+// that a deadline passed only once the socket holds nothing more to read:
+// a renewal the agent sent in time is never missed because the guard was
+// slow to run. It sleeps in ppoll until a message comes or a deadline
+// passes.
+type control struct {
+	fd             int
+	soft, deadline int64 // CLOCK_MONOTONIC ns
+	softSent       bool  // evSoft sent for the current soft deadline
+	buf            []byte
+}
+
+func (c *control) run(out chan<- event) {
+	ready := false
+	for {
+		if c.drain(out) {
+			out <- evGone
+			return
+		}
+		now := ClockMonotonic()
+		if now >= c.deadline || (!c.softSent && now >= c.soft) {
+			if c.wait(0) {
+				continue // a message came meanwhile: read it first
+			}
+			if now >= c.deadline {
+				out <- evExpired
+				return
+			}
+			c.softSent = true
+			out <- evSoft
+			continue
+		}
+		if !ready {
+			ready = true
+			out <- evReady
+		}
+		next := c.deadline
+		if !c.softSent {
+			next = min(next, c.soft)
+		}
+		c.wait(next - now)
+	}
+}
+
+// wait sleeps until the connection is readable (reporting true) or d ns
+// have passed.
+func (c *control) wait(d int64) bool { return pollReadable(c.fd, d) }
+
+// drain reads and handles every message waiting in the socket, and reports
+// whether the connection has ended.
+func (c *control) drain(out chan<- event) (gone bool) {
+	var chunk [512]byte
+	for {
+		n, err := syscall.Read(c.fd, chunk[:])
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.EAGAIN):
+			return false
+		case err != nil || n == 0:
+			return true
+		}
+		c.buf = append(c.buf, chunk[:n]...)
+		for {
+			i := bytes.IndexByte(c.buf, '\n')
+			if i < 0 {
+				break
+			}
+			verb, arg, _ := bytes.Cut(c.buf[:i], []byte{' '})
+			c.buf = c.buf[i+1:]
+			switch string(verb) {
+			case Renew:
+				soft, hard, _ := bytes.Cut(arg, []byte{' '})
+				sv, err1 := strconv.ParseInt(string(soft), 10, 64)
+				hv, err2 := strconv.ParseInt(string(hard), 10, 64)
+				if err1 == nil && err2 == nil {
+					if sv > c.soft {
+						c.soft, c.softSent = min(sv, hv), false
+					}
+					c.deadline = max(c.deadline, hv)
+				}
+			case Term:
+				out <- evTerm
+			case Kill:
+				out <- evKill
+			}
+		}
+		if len(c.buf) > 4096 {
+			return true // not this protocol
+		}
+	}
+}
+
+// report sends one line to the agent, if it is still there. The guard
+// sends two lines in all, so the socket's buffer always has room.
+func (g *guard) report(words ...string) {
+	if g.ctl < 0 {
+		return
+	}
+	var b []byte
+	for i, w := range words {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, w...)
+	}
+	b = append(b, '\n')
+	for len(b) > 0 {
+		n, err := syscall.Write(g.ctl, b)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			g.ctl = -1
+			return
+		}
+		b = b[n:]
+	}
+}
+
+// logf writes a line to the guard's stderr (the agent's, which is the
+// journal under systemd): for what the agent may not be there to log.
+func (g *guard) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "edge-agent duty-guard %s: %s\n", g.label, fmt.Sprintf(format, args...))
+}
+
+func (g *guard) statusText() string {
+	if !g.mainDone {
+		return "unknown"
+	}
+	return waitStatusText(g.status)
+}
+
+// waitStatusText prints a wait status as os.ProcessState.String does.
+func waitStatusText(ws syscall.WaitStatus) string {
+	switch {
+	case ws.Exited():
+		return "exit status " + strconv.Itoa(ws.ExitStatus())
+	case ws.Signaled():
+		s := "signal: " + ws.Signal().String()
+		if ws.CoreDump() {
+			s += " (core dumped)"
+		}
+		return s
+	}
+	return fmt.Sprintf("wait status %#x", uint32(ws))
+}
+
+// reap collects every child that has exited and reports whether any child
+// is left.
+func (g *guard) reap() (children bool) {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.ECHILD):
+			return false
+		case err != nil:
+			return false // only a bad argument: nothing to wait for
+		case pid == 0:
+			return true // children left, none exited
+		}
+		if pid == g.main && !g.mainDone {
+			g.mainDone, g.status = true, ws
+		}
+	}
+}
+
+// killTree SIGKILLs every descendant, again and again, until none is left
+// and all are reaped, and returns how many processes it killed. Every
+// orphan of the tree is re-parented to the guard (the subreaper), so once
+// the guard has no child left, nothing of the tree is. A SIGKILLed process
+// cannot fork any more; a child forked before the signal is found on a
+// later round.
+func (g *guard) killTree(chld <-chan os.Signal) int {
+	killed := map[int]bool{}
+	if g.main > 0 && !g.mainDone {
+		// The command's process group first, in one call. Its id cannot
+		// have been reused: the command is not reaped yet.
+		_ = syscall.Kill(-g.main, syscall.SIGKILL)
+	}
+	var t *time.Timer
+	for {
+		tree := descendants(g.self)
+		for pid := range tree {
+			if signalDescendant(g.self, pid, tree, syscall.SIGKILL) {
+				killed[pid] = true
+			}
+		}
+		if !g.reap() {
+			return len(killed)
+		}
+		// Wait for the next exit: its SIGCHLD (one that came before reap
+		// was drained from the channel first, so none is lost). Look again
+		// after 10 ms in any case: a listing is a snapshot that may miss a
+		// process being created.
+		if t == nil {
+			t = time.NewTimer(10 * time.Millisecond)
+			defer t.Stop()
+		} else {
+			t.Reset(10 * time.Millisecond)
+		}
+		select {
+		case <-chld:
+		case <-t.C:
+		}
+	}
+}
+
+// signalTree sends sig to every descendant.
+func (g *guard) signalTree(sig syscall.Signal) {
+	tree := descendants(g.self)
+	for pid := range tree {
+		signalDescendant(g.self, pid, tree, sig)
+	}
+}
+
+// descendants returns the processes below root. It follows the kernel's
+// lists of each process's children (/proc/PID/task/TID/children), whose
+// cost is the tree's size, not the machine's; without them (a kernel built
+// without CONFIG_PROC_CHILDREN) it reads every process's parent from /proc.
+func descendants(root int) map[int]bool {
+	out := map[int]bool{}
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		kids, ok := childrenOf(p)
+		if !ok {
+			return descendantsByScan(root)
+		}
+		for _, c := range kids {
+			if c != root && !out[c] {
+				out[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
+	return out
+}
+
+// childrenOf lists pid's children from the children files of its threads;
+// ok is false if the kernel has no such files.
+func childrenOf(pid int) (kids []int, ok bool) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tids, err := readDir(dir)
+	if err != nil {
+		return nil, true // gone
+	}
+	ok = len(tids) == 0
+	for _, tid := range tids {
+		b, err := readProc(dir + tid + "/children")
+		if errors.Is(err, syscall.ENOENT) {
+			var st syscall.Stat_t
+			if syscall.Stat(dir+tid, &st) == nil {
+				continue // the file does not exist for a live thread: no support
+			}
+			ok = true // the thread exited meanwhile
+			continue
+		}
+		ok = true
+		for _, f := range bytes.Fields(b) {
+			if c, err := strconv.Atoi(string(f)); err == nil {
+				kids = append(kids, c)
+			}
+		}
+	}
+	return kids, ok
+}
+
+// descendantsByScan returns the processes below root from every process's
+// parent in /proc.
+func descendantsByScan(root int) map[int]bool {
+	names, err := readDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		if ppid, ok := parentOf(pid); ok {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	out := map[int]bool{}
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			if !out[c] {
+				out[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
+	return out
+}
+
+// parentOf reads a process's parent pid from /proc/PID/stat.
+func parentOf(pid int) (int, bool) {
+	b, err := readProc("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(string(f[1]))
+	return ppid, err == nil
+}
+
+// signalDescendant sends sig to pid if it is still below root: its parent
+// is root or in tree (the descendants just listed). A pid listed may have
+// exited and been reused by an unrelated process since: the pidfd pins the
+// process, and its parent is checked after the pidfd was taken, so the
+// signal reaches the process checked or none. (Without pidfds, before
+// Linux 5.3, the check and kill(2) leave a window of microseconds.)
+func signalDescendant(root, pid int, tree map[int]bool, sig syscall.Signal) bool {
+	below := func() bool {
+		ppid, ok := parentOf(pid)
+		return ok && (ppid == root || tree[ppid])
+	}
+	fd, err := pidfdOpen(pid)
+	if errors.Is(err, syscall.ENOSYS) {
+		return below() && syscall.Kill(pid, sig) == nil
+	}
+	if err != nil {
+		return false // gone
+	}
+	defer syscall.Close(fd)
+	return below() && pidfdSendSignal(fd, sig) == nil
+}
+
+// readProc reads a small /proc file with three system calls (os.ReadFile
+// takes about eight: the guard reads a few per process of the tree while
+// it stops it).
+func readProc(path string) ([]byte, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer syscall.Close(fd)
+	var out []byte
+	var buf [1024]byte
+	for {
+		n, err := syscall.Read(fd, buf[:])
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return out, nil
+		}
+		out = append(out, buf[:n]...)
+	}
+}
+
+// readDir lists a directory's entries.
+func readDir(path string) ([]string, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer syscall.Close(fd)
+	var names []string
+	var buf [8192]byte
+	for {
+		n, err := syscall.ReadDirent(fd, buf[:])
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return names, nil
+		}
+		_, _, names = syscall.ParseDirent(buf[:n], -1, names)
+	}
+}
+
+// hasPrefix is strings.HasPrefix: package strings sorts after the
+// program's github.com packages, and importing it would let them initialize
+// first (see sys_linux.go).
+func hasPrefix(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }
