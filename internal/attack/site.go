@@ -1,8 +1,8 @@
 // Package attack attacks a site of real edge-agent processes the way a
 // hostile or broken peer would, and measures what each attack achieves: the
-// end-to-end security tests assert on its figures, and internal/attackbench
-// prints them for any build (so that a build without a fix can be measured
-// the same way).
+// end-to-end security tests assert on its figures, and bench/attack prints
+// them for any build (so that a build without a fix can be measured the
+// same way).
 //
 // The site is the most secure documented setup: three gateways, each agent
 // embedding a nats-server clustered with the others' through routes that

@@ -9,8 +9,8 @@
 // with the same duty under an edge-agent without a guard (an older build),
 // and it always measures an idle leader without any duty.
 //
-//	go run ./internal/guardfootprint                                  # builds the binary like make build
-//	go run ./internal/guardfootprint -base-bin /tmp/old/edge-agent -heartbeat 100ms
+//	go run ./bench/guardfootprint                                  # builds the binary like make build
+//	go run ./bench/guardfootprint -base-bin /tmp/old/edge-agent -heartbeat 100ms
 package main
 
 import (

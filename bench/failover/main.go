@@ -1,4 +1,4 @@
-// Command failoverbench measures crash failover, silent-failure failover and
+// Command failover measures crash failover, silent-failure failover and
 // graceful handover of real edge-agent processes on one real NATS server (or
 // on clustered embedded servers, -cluster): it SIGKILLs (-mode kill), freezes
 // with SIGSTOP (-mode freeze) or SIGTERMs (-mode term) the leader, or asks it
@@ -12,9 +12,9 @@
 // the agents). It checks the merged leadership journals for lease overlap,
 // and with -json records the samples for `make bench`.
 //
-//	go run ./internal/failoverbench -trials 30 -agents 5 -heartbeat 100ms -misses 3
-//	go run ./internal/failoverbench -fast -mode freeze -json out/freeze.json
-//	go run ./internal/failoverbench -mode transfer
+//	go run ./bench/failover -trials 30 -agents 5 -heartbeat 100ms -misses 3
+//	go run ./bench/failover -fast -mode freeze -json out/freeze.json
+//	go run ./bench/failover -mode transfer
 package main
 
 import (
@@ -83,7 +83,7 @@ func main() {
 	flag.BoolVar(&o.cluster, "cluster", false, "an offline site: every agent runs an embedded server, clustered with the others (with -fast the fast path is route closures; without it, heartbeats only)")
 	flag.Parse()
 	if err := run(o); err != nil {
-		fmt.Fprintln(os.Stderr, "failoverbench:", err)
+		fmt.Fprintln(os.Stderr, "failover:", err)
 		os.Exit(1)
 	}
 }
