@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // BuildBinary compiles cmd/edge-agent into dir and returns its path. It
@@ -334,22 +335,22 @@ type Agreement struct {
 // WaitAgreement polls the /status of ids every poll until all report the
 // same leader, not equal to exclude, in a term above minTerm, and that
 // leader (if among ids) reports itself leader. It fails after timeout.
-func (s *Site) WaitAgreement(ids []string, exclude string, minTerm uint64, poll, timeout time.Duration) (Agreement, error) {
+// It polls at the fixed interval every (poll.Every): At is a measured time,
+// failover figures are taken from it.
+func (s *Site) WaitAgreement(ids []string, exclude string, minTerm uint64, every, timeout time.Duration) (Agreement, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var last string
-	for {
-		a, ok, why := s.agreement(ctx, ids, exclude, minTerm)
-		if ok {
-			return a, nil
-		}
-		last = why
-		select {
-		case <-ctx.Done():
-			return Agreement{}, fmt.Errorf("no agreement within %s: %s", timeout, last)
-		case <-time.After(poll):
-		}
+	var a Agreement
+	err := poll.Every(every, timeout, "agreement", func() (bool, string) {
+		var ok bool
+		var why string
+		a, ok, why = s.agreement(ctx, ids, exclude, minTerm)
+		return ok, why
+	})
+	if err != nil {
+		return Agreement{}, err
 	}
+	return a, nil
 }
 
 func (s *Site) agreement(ctx context.Context, ids []string, exclude string, minTerm uint64) (Agreement, bool, string) {
