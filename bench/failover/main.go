@@ -37,6 +37,7 @@ import (
 	"github.com/edge-agent/edge-agent/internal/benchresult"
 	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/journalcheck"
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // The modes: how the leader is taken away.
@@ -479,11 +480,12 @@ func (l *eventLog) add(m *nats.Msg) {
 // agreed returns when the last of ids saw leader in term, by its own clock,
 // waiting up to timeout for their events to arrive.
 func (l *eventLog) agreed(ids []string, leader string, term uint64, timeout time.Duration) (time.Time, bool) {
-	deadline := time.Now().Add(timeout)
-	for {
-		var last time.Time
+	var last time.Time
+	err := poll.For(timeout, "the agents' leader-change events", func() (bool, string) {
+		last = time.Time{}
 		n := 0
 		l.mu.Lock()
+		defer l.mu.Unlock()
 		for _, id := range ids {
 			for _, c := range l.evs {
 				if c.ID == id && c.Leader == leader && c.Term == term {
@@ -495,15 +497,12 @@ func (l *eventLog) agreed(ids []string, leader string, term uint64, timeout time
 				}
 			}
 		}
-		l.mu.Unlock()
-		if n == len(ids) {
-			return last, true
-		}
-		if time.Now().After(deadline) {
-			return time.Time{}, false
-		}
-		time.Sleep(5 * time.Millisecond)
+		return n == len(ids), ""
+	})
+	if err != nil {
+		return time.Time{}, false
 	}
+	return last, true
 }
 
 // transfer asks the group's leader to hand over to nominee, as
