@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/config"
 	"github.com/edge-agent/edge-agent/edge"
 	"github.com/edge-agent/edge-agent/election"
 )
@@ -133,10 +134,10 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 }
 
 func cmdRun(args []string, stderr io.Writer) int {
-	rc, err := loadRunConfig(args)
+	rc, err := config.Load(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			runUsage(stderr)
+			config.Usage(stderr)
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "edge-agent: %v\n", err)
@@ -163,13 +164,68 @@ func cmdRun(args []string, stderr io.Writer) int {
 }
 
 // runAgent runs one gateway's agent until ctx ends: embedded NATS server if
-// configured, the NATS connection, the HTTP endpoints, systemd notifications
-// and the election.
-func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
+// configured, the NATS connections, the HTTP endpoints, systemd
+// notifications and the election.
+func runAgent(ctx context.Context, rc *config.Config, log *slog.Logger) error {
 	notifier, err := edge.NewSystemdNotifier(log)
 	if err != nil {
 		return err
 	}
+	var undo cleanup
+	defer undo.run()
+	opts, err := agentOptions(rc, log, &undo)
+	if err != nil {
+		return err
+	}
+	duty, dutyOpts := dutyFor(rc)
+	a, err := agent.New(rc.Agent, append(opts, dutyOpts...)...)
+	if err != nil {
+		return err
+	}
+	// After Run returns: the duty's processes are gone, then the last push.
+	stopPush, err := startPusher(rc, a, log)
+	if err != nil {
+		return err
+	}
+	undo.add(stopPush)
+	if duty != nil {
+		undo.add(duty.Wait)
+	}
+	if rc.HTTPAddr != "" {
+		ln, err := net.Listen("tcp", rc.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("http_addr %s: %w", rc.HTTPAddr, err)
+		}
+		srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		undo.add(func() { srv.Close() })
+		log.Info("http listening", "addr", ln.Addr().String())
+	}
+	if notifier.Enabled() {
+		if wd := notifier.Watchdog(); wd > 0 && wd <= 3*rc.Agent.Heartbeat {
+			log.Warn("WatchdogSec is not above 3 heartbeats: a healthy but slow loop may be restarted", "watchdog", wd, "heartbeat", rc.Agent.Heartbeat)
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); notifier.Run(ctx, a) }()
+		undo.add(func() { <-done })
+	}
+	return a.Run(ctx)
+}
+
+// cleanup is what runAgent undoes when it returns, last first.
+type cleanup []func()
+
+func (c *cleanup) add(f func()) { *c = append(*c, f) }
+
+func (c *cleanup) run() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+}
+
+// agentOptions connects the agent to NATS, starting the embedded server if
+// configured, and opens the journal: the options of agent.New.
+func agentOptions(rc *config.Config, log *slog.Logger, undo *cleanup) ([]agent.Option, error) {
 	client := rc.NATSClient
 	if rc.EmbeddedNATS && len(rc.Agent.MemberKeys) > 0 {
 		// Per-member authorization: the agent logs in to the bus with its
@@ -179,16 +235,16 @@ func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
 	}
 	clientOpts, err := client.Options()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	urls := append([]string(nil), rc.NATSURLs...)
 	var routeWatch agent.RouteWatcher
 	if rc.EmbeddedNATS {
 		srv, err := startEmbedded(rc, log)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer srv.Shutdown()
+		undo.add(srv.Shutdown)
 		if rc.NATSCluster != nil {
 			routeWatch = srv // a peer gateway's route closing is the fast failure report
 		}
@@ -202,90 +258,70 @@ func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
 	name := agent.ConnName(rc.Agent.Group, rc.Agent.ID)
 	nc, err := nats.Connect(strings.Join(urls, ","), append(agent.NATSOptions(name), clientOpts...)...)
 	if err != nil {
-		return fmt.Errorf("connect to NATS %s: %w", strings.Join(edge.RedactURLs(urls), ","), err)
+		return nil, fmt.Errorf("connect to NATS %s: %w", strings.Join(edge.RedactURLs(urls), ","), err)
 	}
-	defer nc.Close()
+	undo.add(nc.Close)
 	opts := []agent.Option{agent.WithNATS(nc), agent.WithLogger(log), agent.WithVersion(version)}
 	if routeWatch != nil {
 		opts = append(opts, agent.WithRouteWatch(routeWatch))
 	}
 	if (rc.SystemUser != "" || rc.SystemCreds != "") && !rc.Agent.DisableFastFailover {
-		sysOpts := []nats.Option{nats.Name(name + "/advisories"), nats.MaxReconnects(-1),
-			nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(true)}
-		// The same TLS as the election connection; its own credentials.
-		tlsOpts, err := edge.ClientConfig{TLS: rc.NATSClient.TLS}.Options()
+		more, err := advisoryOptions(rc, urls, clientOpts, undo)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		sysOpts = append(sysOpts, tlsOpts...)
-		if rc.SystemCreds != "" {
-			sysOpts = append(sysOpts, nats.UserCredentials(rc.SystemCreds))
-		} else {
-			sysOpts = append(sysOpts, nats.UserInfo(rc.SystemUser, rc.SystemPassword))
-		}
-		sys, err := nats.Connect(strings.Join(urls, ","), sysOpts...)
-		if err != nil {
-			return fmt.Errorf("connect to NATS system account: %w", err)
-		}
-		defer sys.Close()
-		opts = append(opts, agent.WithAdvisories(sys))
-		// The presence connection, which the leader's heartbeats announce:
-		// it receives nothing, so a crash closes it with a FIN, never a
-		// reset (agent.WithPresence). Same server, account and options as
-		// the election connection.
-		pres, err := nats.Connect(strings.Join(urls, ","), append(agent.NATSOptions(agent.PresenceConnName(rc.Agent.Group, rc.Agent.ID)), clientOpts...)...)
-		if err != nil {
-			return fmt.Errorf("connect to NATS (presence connection): %w", err)
-		}
-		defer pres.Close()
-		opts = append(opts, agent.WithPresence(pres))
+		opts = append(opts, more...)
 	}
 	if rc.Journal != "" {
 		f, err := os.OpenFile(rc.Journal, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
-			return fmt.Errorf("journal: %w", err)
+			return nil, fmt.Errorf("journal: %w", err)
 		}
-		defer f.Close()
+		undo.add(func() { f.Close() })
 		opts = append(opts, agent.WithJournal(f))
 	}
-	duty, dutyOpts := dutyFor(rc)
-	a, err := agent.New(rc.Agent, append(opts, dutyOpts...)...)
+	return opts, nil
+}
+
+// advisoryOptions opens the connections of fast failover on an external
+// deployment: one in the system account that reads the server's disconnect
+// advisories, and the presence connection that the leader's heartbeats
+// announce.
+func advisoryOptions(rc *config.Config, urls []string, clientOpts []nats.Option, undo *cleanup) ([]agent.Option, error) {
+	name := agent.ConnName(rc.Agent.Group, rc.Agent.ID)
+	sysOpts := []nats.Option{nats.Name(name + "/advisories"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(true)}
+	// The same TLS as the election connection; its own credentials.
+	tlsOpts, err := edge.ClientConfig{TLS: rc.NATSClient.TLS}.Options()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// After Run returns: the duty's processes are gone, then the last push.
-	stopPush, err := startPusher(rc, a, log)
+	sysOpts = append(sysOpts, tlsOpts...)
+	if rc.SystemCreds != "" {
+		sysOpts = append(sysOpts, nats.UserCredentials(rc.SystemCreds))
+	} else {
+		sysOpts = append(sysOpts, nats.UserInfo(rc.SystemUser, rc.SystemPassword))
+	}
+	sys, err := nats.Connect(strings.Join(urls, ","), sysOpts...)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("connect to NATS system account: %w", err)
 	}
-	defer stopPush()
-	if duty != nil {
-		defer duty.Wait()
+	undo.add(sys.Close)
+	// The presence connection, which the leader's heartbeats announce: it
+	// receives nothing, so a crash closes it with a FIN, never a reset
+	// (agent.WithPresence). Same server, account and options as the
+	// election connection.
+	pres, err := nats.Connect(strings.Join(urls, ","), append(agent.NATSOptions(agent.PresenceConnName(rc.Agent.Group, rc.Agent.ID)), clientOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS (presence connection): %w", err)
 	}
-	if rc.HTTPAddr != "" {
-		ln, err := net.Listen("tcp", rc.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("http_addr %s: %w", rc.HTTPAddr, err)
-		}
-		srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer srv.Close()
-		log.Info("http listening", "addr", ln.Addr().String())
-	}
-	if notifier.Enabled() {
-		if wd := notifier.Watchdog(); wd > 0 && wd <= 3*rc.Agent.Heartbeat {
-			log.Warn("WatchdogSec is not above 3 heartbeats: a healthy but slow loop may be restarted", "watchdog", wd, "heartbeat", rc.Agent.Heartbeat)
-		}
-		done := make(chan struct{})
-		go func() { defer close(done); notifier.Run(ctx, a) }()
-		defer func() { <-done }()
-	}
-	return a.Run(ctx)
+	undo.add(pres.Close)
+	return []agent.Option{agent.WithAdvisories(sys), agent.WithPresence(pres)}, nil
 }
 
 // startEmbedded starts this gateway's nats-server, clustered and as a leaf
 // node as configured, requiring of clients what the agent presents.
-func startEmbedded(rc *runConfig, log *slog.Logger) (*edge.EmbeddedServer, error) {
+func startEmbedded(rc *config.Config, log *slog.Logger) (*edge.EmbeddedServer, error) {
 	auth, err := rc.NATSClient.ServerAuth()
 	if err != nil {
 		return nil, err
@@ -343,14 +379,14 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 	if *path == "" && fs.NArg() == 1 {
 		*path = fs.Arg(0)
 	}
-	rc, err := loadCheckConfig(*path)
+	rc, err := config.LoadFile(*path)
 	if err != nil {
 		fmt.Fprintf(stderr, "edge-agent: %v\n", err)
 		return exitUsage
 	}
 	// Files the config names must be there and readable by this user (run
 	// check-config as the service user); nothing here touches the network.
-	for _, f := range rc.files() {
+	for _, f := range rc.Files() {
 		fh, err := os.Open(f[1])
 		if err != nil {
 			fmt.Fprintf(stderr, "edge-agent: config %s: %s: %v\n", *path, f[0], err)
@@ -358,21 +394,7 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 		}
 		fh.Close()
 	}
-	c := rc.Agent
-	fmt.Fprintf(stdout, "config OK: member %s of group %s (%d members, quorum %d, %s), heartbeat %s, suspect after %s, lease %s\n",
-		c.ID, c.Group, len(c.Members), c.Quorum, c.Algorithm, c.Heartbeat, c.SuspectAfter(), c.Lease)
-	switch {
-	case rc.EmbeddedNATS && rc.NATSCluster != nil:
-		fmt.Fprintf(stdout, "embedded NATS on %s, cluster %s on %s with %d routes\n", rc.NATSListen, rc.NATSCluster.Name, rc.NATSCluster.Listen, len(rc.NATSCluster.Routes))
-	case rc.EmbeddedNATS:
-		fmt.Fprintf(stdout, "embedded NATS on %s, standalone\n", rc.NATSListen)
-	default:
-		fmt.Fprintf(stdout, "NATS: %s\n", strings.Join(edge.RedactURLs(rc.NATSURLs), ", "))
-	}
-	if c.IslandMode {
-		fmt.Fprintln(stdout, "warning: quorum: none (island mode): a partition can elect two leaders")
-	}
-	describeOps(stdout, rc)
+	rc.Describe(stdout)
 	return exitOK
 }
 
@@ -397,7 +419,7 @@ func cmdResetTerm(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if *path != "" {
-		rc, err := loadCheckConfig(*path)
+		rc, err := config.LoadFile(*path)
 		if err != nil {
 			fmt.Fprintf(stderr, "edge-agent: %v\n", err)
 			return exitUsage

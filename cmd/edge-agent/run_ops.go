@@ -6,13 +6,14 @@ import (
 	"os"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/config"
 	"github.com/edge-agent/edge-agent/edge"
 )
 
 // dutyFor returns the leader duty of rc (nil when none is configured) and
 // the agent options that attach it. The duty's output goes to the agent's
 // stderr, the journal under systemd.
-func dutyFor(rc *runConfig) (*agent.Duty, []agent.Option) {
+func dutyFor(rc *config.Config) (*agent.Duty, []agent.Option) {
 	c := rc.Duty
 	if len(c.Command) == 0 && len(c.OnElected) == 0 && len(c.OnDemoted) == 0 {
 		return nil, nil
@@ -25,7 +26,7 @@ func dutyFor(rc *runConfig) (*agent.Duty, []agent.Option) {
 // startPusher starts pushing a's metrics to the Pushgateway of rc, if any:
 // periodically and at once on every leader change. stop, to be called
 // after a's Run returned, makes the final push and waits for it.
-func startPusher(rc *runConfig, a *agent.Agent, log *slog.Logger) (stop func(), err error) {
+func startPusher(rc *config.Config, a *agent.Agent, log *slog.Logger) (stop func(), err error) {
 	if rc.Push.URL == "" {
 		return func() {}, nil
 	}
