@@ -633,3 +633,46 @@ func TestRunUsage(t *testing.T) {
 		t.Errorf("usage does not list -config FILE:\n%s", out)
 	}
 }
+
+// TestLoadFileStructure: what the walk of the file's nodes adds to the
+// settings: merge keys are followed (the mapping's own keys win), an empty
+// section sets nothing, a repeated key inside a section is refused naming
+// the section's key, and several unknown keys are all counted.
+func TestLoadFileStructure(t *testing.T) {
+	rc, err := LoadFile(writeConfig(t, baseYAML(nil,
+		"pushgateway:", "  <<: [{url: \"http://pgw:9091\", interval: 20s}, {job: site}]", "  interval: 30s", "leader: ~")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Push.URL != "http://pgw:9091" || rc.Push.Interval != 30*time.Second || rc.Push.Job != "site" || len(rc.Duty.Command) != 0 {
+		t.Errorf("push %+v, duty %+v; want the merged url and job, the mapping's own interval, no duty", rc.Push, rc.Duty)
+	}
+	for _, tc := range []struct {
+		name string
+		file string
+		want string
+		key  string
+	}{
+		{"repeated key in a section", baseYAML(map[string]string{"nats": "nats:\n  urls: nats://a\n  urls: nats://b"}),
+			`line 7: mapping key "urls" already defined at line 6`, "nats.urls"},
+		{"unknown keys counted", baseYAML(nil, "foo: 1", "pushgateway: {bar: 2}", "baz: 3"),
+			"line 6: field foo not found (and 2 more)", "foo"},
+		{"unknown key under a merge", baseYAML(nil, "leader:", "  <<: {commandd: [x]}"),
+			"line 7: field leader.commandd not found (leader takes command,", "leader.commandd"},
+		{"merge of a value", baseYAML(nil, "leader:", "  <<: x"),
+			"line 7: a merge (<<) takes a mapping or a list of mappings", ""},
+	} {
+		_, err := LoadFile(writeConfig(t, tc.file))
+		var ce *Error
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) || ce.Key != tc.key {
+			t.Errorf("%s: %v (key %q), want %q and key %q", tc.name, err, keyOf(ce), tc.want, tc.key)
+		}
+	}
+}
+
+func keyOf(e *Error) string {
+	if e == nil {
+		return ""
+	}
+	return e.Key
+}
