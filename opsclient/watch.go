@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/signal"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,7 +20,8 @@ import (
 // it subscribes to the group's events subject (agent.EventsSubject), prints
 // the current state from a status request, then one line per event (one
 // JSON object per line with --json) until ctx ends, or until count events
-// were printed (0: no limit).
+// were printed (0: no limit). Once the stream starts, SIGINT and SIGTERM
+// end it too, with no error.
 //
 // With the members' keys (--config or --member-keys), an event counts only
 // if it is signed by the member it names and numbered after the last one
@@ -52,6 +55,8 @@ func Watch(ctx context.Context, o *Options, count int, stdout, stderr io.Writer)
 		return fmt.Errorf("subscribe: %w", err)
 	}
 	defer ssub.Unsubscribe()
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	closed := make(chan struct{})
 	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
 	var lastQuery time.Time

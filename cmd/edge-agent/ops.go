@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os/signal"
-	"syscall"
 
 	"github.com/edge-agent/edge-agent/opsclient"
 )
@@ -37,8 +35,8 @@ func cmdHandover(args []string, nominee string, stdout, stderr io.Writer) int {
 	return opsExit(stderr, verb, opsclient.Handover(o, nominee, stdout, stderr))
 }
 
-// cmdWatch streams the group's leader changes until interrupted, or until
-// --count events were printed.
+// cmdWatch streams the group's leader changes until interrupted (SIGINT or
+// SIGTERM, exit 0), or until --count events were printed.
 func cmdWatch(args []string, stdout, stderr io.Writer) int {
 	count := 0
 	o, err := opsclient.ParseFlags("watch", args, true, func(fs *flag.FlagSet) {
@@ -51,9 +49,7 @@ func cmdWatch(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "edge-agent %v\n", err)
 		return exitUsage
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	return opsExit(stderr, "watch", opsclient.Watch(ctx, o, count, stdout, stderr))
+	return opsExit(stderr, "watch", opsclient.Watch(context.Background(), o, count, stdout, stderr))
 }
 
 // opsExit reports err of command cmd and returns the exit status.
