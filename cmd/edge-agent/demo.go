@@ -98,30 +98,47 @@ func runDemo(out io.Writer, log *slog.Logger, n int, hb time.Duration, algo stri
 		c := cfg
 		c.ID = m.ID
 		c.StateDir = fmt.Sprintf("%s/%s", dir, m.ID)
-		g := &demoGateway{id: m.ID, done: make(chan error, 1)}
-		if err := g.connect(srv.ClientURL(), sysUser); err != nil {
-			g.closeConns()
-			return err
-		}
-		a, err := agent.New(c, agent.WithNATS(g.nc), agent.WithAdvisories(g.sys), agent.WithPresence(g.pres),
-			agent.WithLogger(log), agent.WithVersion(version))
+		g, err := startDemoGateway(c, srv.ClientURL(), sysUser, log)
 		if err != nil {
-			g.closeConns()
 			return err
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		g.agent, g.cancel = a, cancel
-		go func() { g.done <- a.Run(ctx) }()
 		gws[m.ID] = g
 		fmt.Fprintf(out, "  started %s (priority %d)\n", m.ID, m.Priority)
 	}
-
 	leader, term, err := waitAgreement(gws, "", 0, 10*time.Second)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "\nelected: %s leads term %d, %s after start-up (members first wait D for a live leader)\n", leader, term, ms(time.Since(start)))
+	leader, term, err = demoCrash(out, gws, leader, term, probe.SuspectAfter())
+	if err != nil {
+		return err
+	}
+	return demoHandover(out, gws, leader, term)
+}
 
+// startDemoGateway starts the agent of one gateway of the demo site.
+func startDemoGateway(c agent.Config, url string, sysUser edge.SystemUser, log *slog.Logger) (*demoGateway, error) {
+	g := &demoGateway{id: c.ID, done: make(chan error, 1)}
+	if err := g.connect(url, sysUser); err != nil {
+		g.closeConns()
+		return nil, err
+	}
+	a, err := agent.New(c, agent.WithNATS(g.nc), agent.WithAdvisories(g.sys), agent.WithPresence(g.pres),
+		agent.WithLogger(log), agent.WithVersion(version))
+	if err != nil {
+		g.closeConns()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.agent, g.cancel = a, cancel
+	go func() { g.done <- a.Run(ctx) }()
+	return g, nil
+}
+
+// demoCrash kills the leader (its connections drop, no handover) and waits
+// for the survivors to agree on a new one, which it returns.
+func demoCrash(out io.Writer, gws map[string]*demoGateway, leader string, term uint64, suspectAfter time.Duration) (string, uint64, error) {
 	fmt.Fprintf(out, "\ncrash: killing leader %s (its connection drops, no handover)\n", leader)
 	crashed := gws[leader]
 	t0 := time.Now()
@@ -129,7 +146,7 @@ func runDemo(out io.Writer, log *slog.Logger, n int, hb time.Duration, algo stri
 	delete(gws, leader)
 	newLeader, newTerm, err := waitAgreement(gws, leader, term, 10*time.Second)
 	if err != nil {
-		return err
+		return "", 0, err
 	}
 	fmt.Fprintf(out, "failover: %s leads term %d, %s after the crash; all %d survivors agree\n", newLeader, newTerm, ms(time.Since(t0)), len(gws))
 	acted := 0
@@ -139,20 +156,25 @@ func runDemo(out io.Writer, log *slog.Logger, n int, hb time.Duration, algo stri
 		}
 	}
 	fmt.Fprintf(out, "          (the server saw %s's connection close: %d of %d survivors acted on its advisory;\n", leader, acted, len(gws))
-	fmt.Fprintf(out, "          a silent failure, a frozen process or a cut cable, is found by missed heartbeats within D=%s)\n", probe.SuspectAfter())
+	fmt.Fprintf(out, "          a silent failure, a frozen process or a cut cable, is found by missed heartbeats within D=%s)\n", suspectAfter)
+	return newLeader, newTerm, nil
+}
 
-	fmt.Fprintf(out, "\nhandover: stopping leader %s gracefully (as on SIGTERM)\n", newLeader)
-	g := gws[newLeader]
+// demoHandover stops the leader gracefully, as on SIGTERM, and waits for
+// the others to agree on its successor.
+func demoHandover(out io.Writer, gws map[string]*demoGateway, leader string, term uint64) error {
+	fmt.Fprintf(out, "\nhandover: stopping leader %s gracefully (as on SIGTERM)\n", leader)
+	g := gws[leader]
 	t1 := time.Now()
 	g.cancel()
 	<-g.done
 	g.closeConns()
-	delete(gws, newLeader)
-	third, thirdTerm, err := waitAgreement(gws, newLeader, newTerm, 10*time.Second)
+	delete(gws, leader)
+	next, nextTerm, err := waitAgreement(gws, leader, term, 10*time.Second)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "handover: %s leads term %d, %s after the stop; all %d remaining agree\n", third, thirdTerm, ms(time.Since(t1)), len(gws))
+	fmt.Fprintf(out, "handover: %s leads term %d, %s after the stop; all %d remaining agree\n", next, nextTerm, ms(time.Since(t1)), len(gws))
 	return nil
 }
 

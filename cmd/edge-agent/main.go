@@ -9,19 +9,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
-	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/config"
 	"github.com/edge-agent/edge-agent/edge"
 	"github.com/edge-agent/edge-agent/election"
 )
@@ -133,10 +129,10 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 }
 
 func cmdRun(args []string, stderr io.Writer) int {
-	rc, err := loadRunConfig(args)
+	rc, err := config.Load(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			runUsage(stderr)
+			config.Usage(stderr)
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "edge-agent: %v\n", err)
@@ -162,176 +158,6 @@ func cmdRun(args []string, stderr io.Writer) int {
 	return exitOK
 }
 
-// runAgent runs one gateway's agent until ctx ends: embedded NATS server if
-// configured, the NATS connection, the HTTP endpoints, systemd notifications
-// and the election.
-func runAgent(ctx context.Context, rc *runConfig, log *slog.Logger) error {
-	notifier, err := edge.NewSystemdNotifier(log)
-	if err != nil {
-		return err
-	}
-	client := rc.NATSClient
-	if rc.EmbeddedNATS && len(rc.Agent.MemberKeys) > 0 {
-		// Per-member authorization: the agent logs in to the bus with its
-		// own nkey (the signing seed); the site credential is for others.
-		client.User, client.Password, client.Token, client.Creds = "", "", "", ""
-		client.NKeySeed = rc.Agent.SigningSeedFile
-	}
-	clientOpts, err := client.Options()
-	if err != nil {
-		return err
-	}
-	urls := append([]string(nil), rc.NATSURLs...)
-	var routeWatch agent.RouteWatcher
-	if rc.EmbeddedNATS {
-		srv, err := startEmbedded(rc, log)
-		if err != nil {
-			return err
-		}
-		defer srv.Shutdown()
-		if rc.NATSCluster != nil {
-			routeWatch = srv // a peer gateway's route closing is the fast failure report
-		}
-		// The agent's own server first, reached in-process; the peers'
-		// servers (nats.urls) only if it ever goes away.
-		urls = append([]string{srv.ClientURL()}, urls...)
-		clientOpts = append(clientOpts, nats.SetCustomDialer(srv.Dialer(2*time.Second)), nats.DontRandomize())
-	}
-	// The connection name lets members match the server's disconnect
-	// advisories to a member (fast failover).
-	name := agent.ConnName(rc.Agent.Group, rc.Agent.ID)
-	nc, err := nats.Connect(strings.Join(urls, ","), append(agent.NATSOptions(name), clientOpts...)...)
-	if err != nil {
-		return fmt.Errorf("connect to NATS %s: %w", strings.Join(edge.RedactURLs(urls), ","), err)
-	}
-	defer nc.Close()
-	opts := []agent.Option{agent.WithNATS(nc), agent.WithLogger(log), agent.WithVersion(version)}
-	if routeWatch != nil {
-		opts = append(opts, agent.WithRouteWatch(routeWatch))
-	}
-	if (rc.SystemUser != "" || rc.SystemCreds != "") && !rc.Agent.DisableFastFailover {
-		sysOpts := []nats.Option{nats.Name(name + "/advisories"), nats.MaxReconnects(-1),
-			nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(true)}
-		// The same TLS as the election connection; its own credentials.
-		tlsOpts, err := edge.ClientConfig{TLS: rc.NATSClient.TLS}.Options()
-		if err != nil {
-			return err
-		}
-		sysOpts = append(sysOpts, tlsOpts...)
-		if rc.SystemCreds != "" {
-			sysOpts = append(sysOpts, nats.UserCredentials(rc.SystemCreds))
-		} else {
-			sysOpts = append(sysOpts, nats.UserInfo(rc.SystemUser, rc.SystemPassword))
-		}
-		sys, err := nats.Connect(strings.Join(urls, ","), sysOpts...)
-		if err != nil {
-			return fmt.Errorf("connect to NATS system account: %w", err)
-		}
-		defer sys.Close()
-		opts = append(opts, agent.WithAdvisories(sys))
-		// The presence connection, which the leader's heartbeats announce:
-		// it receives nothing, so a crash closes it with a FIN, never a
-		// reset (agent.WithPresence). Same server, account and options as
-		// the election connection.
-		pres, err := nats.Connect(strings.Join(urls, ","), append(agent.NATSOptions(agent.PresenceConnName(rc.Agent.Group, rc.Agent.ID)), clientOpts...)...)
-		if err != nil {
-			return fmt.Errorf("connect to NATS (presence connection): %w", err)
-		}
-		defer pres.Close()
-		opts = append(opts, agent.WithPresence(pres))
-	}
-	if rc.Journal != "" {
-		f, err := os.OpenFile(rc.Journal, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			return fmt.Errorf("journal: %w", err)
-		}
-		defer f.Close()
-		opts = append(opts, agent.WithJournal(f))
-	}
-	duty, dutyOpts := dutyFor(rc)
-	a, err := agent.New(rc.Agent, append(opts, dutyOpts...)...)
-	if err != nil {
-		return err
-	}
-	// After Run returns: the duty's processes are gone, then the last push.
-	stopPush, err := startPusher(rc, a, log)
-	if err != nil {
-		return err
-	}
-	defer stopPush()
-	if duty != nil {
-		defer duty.Wait()
-	}
-	if rc.HTTPAddr != "" {
-		ln, err := net.Listen("tcp", rc.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("http_addr %s: %w", rc.HTTPAddr, err)
-		}
-		srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer srv.Close()
-		log.Info("http listening", "addr", ln.Addr().String())
-	}
-	if notifier.Enabled() {
-		if wd := notifier.Watchdog(); wd > 0 && wd <= 3*rc.Agent.Heartbeat {
-			log.Warn("WatchdogSec is not above 3 heartbeats: a healthy but slow loop may be restarted", "watchdog", wd, "heartbeat", rc.Agent.Heartbeat)
-		}
-		done := make(chan struct{})
-		go func() { defer close(done); notifier.Run(ctx, a) }()
-		defer func() { <-done }()
-	}
-	return a.Run(ctx)
-}
-
-// startEmbedded starts this gateway's nats-server, clustered and as a leaf
-// node as configured, requiring of clients what the agent presents.
-func startEmbedded(rc *runConfig, log *slog.Logger) (*edge.EmbeddedServer, error) {
-	auth, err := rc.NATSClient.ServerAuth()
-	if err != nil {
-		return nil, err
-	}
-	var members *edge.MemberAuthz
-	if len(rc.Agent.MemberKeys) > 0 {
-		members = &edge.MemberAuthz{Prefix: rc.Agent.SubjectPrefix, Group: rc.Agent.Group, Keys: rc.Agent.MemberKeys, Operators: rc.Agent.OperatorKeys}
-		if auth.NKey != "" || auth.Token != "" {
-			return nil, errors.New("member_keys: with per-member authorization, admit other clients with nats.user/nats.password")
-		}
-	}
-	srv, err := startServer(edge.EmbeddedConfig{
-		Members:     members,
-		Listen:      rc.NATSListen,
-		ServerName:  agent.ServerName(rc.Agent.Group, rc.Agent.ID),
-		Logger:      log,
-		Auth:        auth,
-		TLS:         serverTLSOf(rc.NATSClient.TLS),
-		MonitorPort: rc.NATSMonitorPort,
-		Cluster:     rc.NATSCluster,
-		LeafNode:    rc.NATSLeafNode,
-	})
-	if err != nil {
-		return nil, err
-	}
-	attrs := []any{"url", srv.ClientURL()}
-	if u := srv.RouteURL(); u != "" {
-		attrs = append(attrs, "cluster", rc.NATSCluster.Name, "route_url", u, "routes", len(rc.NATSCluster.Routes))
-	}
-	if u := srv.MonitorURL(); u != "" {
-		attrs = append(attrs, "monitor", u)
-	}
-	log.Info("embedded NATS server listening", attrs...)
-	return srv, nil
-}
-
-// serverTLSOf returns the embedded server's client-port TLS: the gateway's
-// certificate (nats.tls.cert/key) serves both its client and its server
-// side; without a certificate the port is plain.
-func serverTLSOf(t edge.TLSFiles) edge.TLSFiles {
-	if t.Cert == "" {
-		return edge.TLSFiles{}
-	}
-	return t
-}
-
 func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -343,14 +169,14 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 	if *path == "" && fs.NArg() == 1 {
 		*path = fs.Arg(0)
 	}
-	rc, err := loadCheckConfig(*path)
+	rc, err := config.LoadFile(*path)
 	if err != nil {
 		fmt.Fprintf(stderr, "edge-agent: %v\n", err)
 		return exitUsage
 	}
 	// Files the config names must be there and readable by this user (run
 	// check-config as the service user); nothing here touches the network.
-	for _, f := range rc.files() {
+	for _, f := range rc.Files() {
 		fh, err := os.Open(f[1])
 		if err != nil {
 			fmt.Fprintf(stderr, "edge-agent: config %s: %s: %v\n", *path, f[0], err)
@@ -358,21 +184,7 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 		}
 		fh.Close()
 	}
-	c := rc.Agent
-	fmt.Fprintf(stdout, "config OK: member %s of group %s (%d members, quorum %d, %s), heartbeat %s, suspect after %s, lease %s\n",
-		c.ID, c.Group, len(c.Members), c.Quorum, c.Algorithm, c.Heartbeat, c.SuspectAfter(), c.Lease)
-	switch {
-	case rc.EmbeddedNATS && rc.NATSCluster != nil:
-		fmt.Fprintf(stdout, "embedded NATS on %s, cluster %s on %s with %d routes\n", rc.NATSListen, rc.NATSCluster.Name, rc.NATSCluster.Listen, len(rc.NATSCluster.Routes))
-	case rc.EmbeddedNATS:
-		fmt.Fprintf(stdout, "embedded NATS on %s, standalone\n", rc.NATSListen)
-	default:
-		fmt.Fprintf(stdout, "NATS: %s\n", strings.Join(edge.RedactURLs(rc.NATSURLs), ", "))
-	}
-	if c.IslandMode {
-		fmt.Fprintln(stdout, "warning: quorum: none (island mode): a partition can elect two leaders")
-	}
-	describeOps(stdout, rc)
+	rc.Describe(stdout)
 	return exitOK
 }
 
@@ -397,7 +209,7 @@ func cmdResetTerm(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if *path != "" {
-		rc, err := loadCheckConfig(*path)
+		rc, err := config.LoadFile(*path)
 		if err != nil {
 			fmt.Fprintf(stderr, "edge-agent: %v\n", err)
 			return exitUsage

@@ -332,25 +332,50 @@ type Agreement struct {
 	At time.Time
 }
 
-// WaitAgreement polls the /status of ids every poll until all report the
-// same leader, not equal to exclude, in a term above minTerm, and that
-// leader (if among ids) reports itself leader. It fails after timeout.
-// It polls at the fixed interval every (poll.Every): At is a measured time,
-// failover figures are taken from it.
+// WaitAgreement polls the /status of ids until all report the same leader,
+// not equal to exclude, in a term above minTerm, and that leader (if among
+// ids) reports itself leader. It fails after timeout. It checks at the fixed
+// interval every (poll.Every): At is a measured time, failover figures are
+// taken from it.
 func (s *Site) WaitAgreement(ids []string, exclude string, minTerm uint64, every, timeout time.Duration) (Agreement, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var a Agreement
+	var last string
 	err := poll.Every(every, timeout, "agreement", func() (bool, string) {
 		var ok bool
 		var why string
 		a, ok, why = s.agreement(ctx, ids, exclude, minTerm)
-		return ok, why
+		if !ok && ctx.Err() == nil {
+			last = why // not the poll the deadline cut short
+		}
+		return ok, last
 	})
 	if err != nil {
-		return Agreement{}, err
+		return Agreement{}, fmt.Errorf("no agreement within %s: %s; now: %s", timeout, last, s.describe(ids))
 	}
 	return a, nil
+}
+
+// describe gives what each of ids reports now (for a failure message).
+func (s *Site) describe(ids []string) string {
+	var b strings.Builder
+	for _, id := range ids {
+		p := s.Proc(id)
+		if p == nil {
+			fmt.Fprintf(&b, "[%s not running] ", id)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := p.Status(ctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(&b, "[%s: %v] ", id, err)
+			continue
+		}
+		fmt.Fprintf(&b, "[%s %s leader %q term %d] ", id, st.Role, st.Leader, st.Term)
+	}
+	return strings.TrimSpace(b.String())
 }
 
 func (s *Site) agreement(ctx context.Context, ids []string, exclude string, minTerm uint64) (Agreement, bool, string) {

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"bytes"
@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/election"
@@ -56,8 +59,8 @@ nats:
 `
 
 // fullConfig is what fullYAML loads to.
-func fullConfig() *runConfig {
-	return &runConfig{
+func fullConfig() *Config {
+	return &Config{
 		Agent: agent.Config{
 			ID:    "gw2",
 			Group: "line-3",
@@ -123,26 +126,26 @@ func withFlags(more ...string) []string { return append(append([]string(nil), ba
 
 func TestLoadCheckConfigFull(t *testing.T) {
 	path := writeConfig(t, fullYAML)
-	got, err := loadCheckConfig(path)
+	got, err := LoadFile(path)
 	if err != nil {
-		t.Fatalf("loadCheckConfig: %v", err)
+		t.Fatalf("LoadFile: %v", err)
 	}
 	if want := fullConfig(); !reflect.DeepEqual(got, want) {
-		t.Errorf("loadCheckConfig:\n got %+v\nwant %+v", got, want)
+		t.Errorf("LoadFile:\n got %+v\nwant %+v", got, want)
 	}
 	// run --config FILE loads the same.
-	got, err = loadRunConfig([]string{"--config", path})
+	got, err = Load([]string{"--config", path})
 	if err != nil {
-		t.Fatalf("loadRunConfig: %v", err)
+		t.Fatalf("Load: %v", err)
 	}
 	if want := fullConfig(); !reflect.DeepEqual(got, want) {
-		t.Errorf("loadRunConfig:\n got %+v\nwant %+v", got, want)
+		t.Errorf("Load:\n got %+v\nwant %+v", got, want)
 	}
 }
 
 func TestLoadRunConfigFlagsOverrideFile(t *testing.T) {
 	path := writeConfig(t, fullYAML)
-	got, err := loadRunConfig([]string{
+	got, err := Load([]string{
 		"--config=" + path,
 		"--heartbeat", "1s",
 		"--members", "gw2, gw9=3",
@@ -153,7 +156,7 @@ func TestLoadRunConfigFlagsOverrideFile(t *testing.T) {
 		"--nats-url", "nats://a:1,nats://b:2",
 	})
 	if err != nil {
-		t.Fatalf("loadRunConfig: %v", err)
+		t.Fatalf("Load: %v", err)
 	}
 	want := fullConfig()
 	want.Agent.Heartbeat = time.Second
@@ -166,16 +169,16 @@ func TestLoadRunConfigFlagsOverrideFile(t *testing.T) {
 	want.NATSListen = "" // only meaningful with an embedded server
 	want.NATSURLs = []string{"nats://a:1", "nats://b:2"}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("loadRunConfig:\n got %+v\nwant %+v", got, want)
+		t.Errorf("Load:\n got %+v\nwant %+v", got, want)
 	}
 }
 
 func TestLoadRunConfigFlagsOnlyDefaults(t *testing.T) {
-	got, err := loadRunConfig(baseFlags)
+	got, err := Load(baseFlags)
 	if err != nil {
-		t.Fatalf("loadRunConfig: %v", err)
+		t.Fatalf("Load: %v", err)
 	}
-	want := &runConfig{
+	want := &Config{
 		Agent: agent.Config{
 			ID: "gw1", Group: "site-a",
 			Members:         []election.Member{{ID: "gw1"}, {ID: "gw2", Priority: 10}, {ID: "gw3"}},
@@ -192,13 +195,13 @@ func TestLoadRunConfigFlagsOnlyDefaults(t *testing.T) {
 			Fence:           100 * time.Millisecond,
 		},
 		EmbeddedNATS: true,
-		NATSListen:   defaultNATSListen,
-		HTTPAddr:     defaultHTTPAddr,
+		NATSListen:   DefaultNATSListen,
+		HTTPAddr:     DefaultHTTPAddr,
 		LogFormat:    "text",
 		LogLevel:     "info",
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("loadRunConfig:\n got %+v\nwant %+v", got, want)
+		t.Errorf("Load:\n got %+v\nwant %+v", got, want)
 	}
 }
 
@@ -207,12 +210,12 @@ func TestLoadConfigForms(t *testing.T) {
 		name  string
 		file  string   // config file content, "" for none
 		args  []string // flags after --config
-		check func(t *testing.T, rc *runConfig)
+		check func(t *testing.T, rc *Config)
 	}{
 		{
 			name: "members string form",
 			file: baseYAML(map[string]string{"members": `members: "gw1, gw2=10,gw3=-1000000"`}),
-			check: func(t *testing.T, rc *runConfig) {
+			check: func(t *testing.T, rc *Config) {
 				want := []election.Member{{ID: "gw1"}, {ID: "gw2", Priority: 10}, {ID: "gw3", Priority: -1000000}}
 				if !reflect.DeepEqual(rc.Agent.Members, want) {
 					t.Errorf("members = %+v, want %+v", rc.Agent.Members, want)
@@ -222,7 +225,7 @@ func TestLoadConfigForms(t *testing.T) {
 		{
 			name: "members list of strings and maps",
 			file: baseYAML(map[string]string{"members": "members:\n  - gw1\n  - gw2=1000000\n  - {id: gw3, priority: 7}"}),
-			check: func(t *testing.T, rc *runConfig) {
+			check: func(t *testing.T, rc *Config) {
 				want := []election.Member{{ID: "gw1"}, {ID: "gw2", Priority: 1000000}, {ID: "gw3", Priority: 7}}
 				if !reflect.DeepEqual(rc.Agent.Members, want) {
 					t.Errorf("members = %+v, want %+v", rc.Agent.Members, want)
@@ -232,7 +235,7 @@ func TestLoadConfigForms(t *testing.T) {
 		{
 			name: "quorum none",
 			file: baseYAML(nil, "quorum: none"),
-			check: func(t *testing.T, rc *runConfig) {
+			check: func(t *testing.T, rc *Config) {
 				if !rc.Agent.IslandMode || rc.Agent.Quorum != 1 {
 					t.Errorf("IslandMode, Quorum = %v, %d; want true, 1", rc.Agent.IslandMode, rc.Agent.Quorum)
 				}
@@ -242,7 +245,7 @@ func TestLoadConfigForms(t *testing.T) {
 			name: "quorum flag overrides none",
 			file: baseYAML(nil, "quorum: none"),
 			args: []string{"--quorum", "3"},
-			check: func(t *testing.T, rc *runConfig) {
+			check: func(t *testing.T, rc *Config) {
 				if rc.Agent.IslandMode || rc.Agent.Quorum != 3 {
 					t.Errorf("IslandMode, Quorum = %v, %d; want false, 3", rc.Agent.IslandMode, rc.Agent.Quorum)
 				}
@@ -251,7 +254,7 @@ func TestLoadConfigForms(t *testing.T) {
 		{
 			name: "quorum default is a majority",
 			file: baseYAML(nil),
-			check: func(t *testing.T, rc *runConfig) {
+			check: func(t *testing.T, rc *Config) {
 				if rc.Agent.IslandMode || rc.Agent.Quorum != 2 {
 					t.Errorf("IslandMode, Quorum = %v, %d; want false, 2", rc.Agent.IslandMode, rc.Agent.Quorum)
 				}
@@ -260,9 +263,9 @@ func TestLoadConfigForms(t *testing.T) {
 		{
 			name: "embedded with default listen and urls as a string",
 			file: baseYAML(map[string]string{"nats": "nats:\n  urls: nats://a:4222, tls://b\n  embedded: yes"}),
-			check: func(t *testing.T, rc *runConfig) {
-				if !rc.EmbeddedNATS || rc.NATSListen != defaultNATSListen {
-					t.Errorf("EmbeddedNATS, NATSListen = %v, %q; want true, %q", rc.EmbeddedNATS, rc.NATSListen, defaultNATSListen)
+			check: func(t *testing.T, rc *Config) {
+				if !rc.EmbeddedNATS || rc.NATSListen != DefaultNATSListen {
+					t.Errorf("EmbeddedNATS, NATSListen = %v, %q; want true, %q", rc.EmbeddedNATS, rc.NATSListen, DefaultNATSListen)
 				}
 				if want := []string{"nats://a:4222", "tls://b"}; !reflect.DeepEqual(rc.NATSURLs, want) {
 					t.Errorf("NATSURLs = %q, want %q", rc.NATSURLs, want)
@@ -272,7 +275,7 @@ func TestLoadConfigForms(t *testing.T) {
 		{
 			name: "listen without embedded is dropped",
 			file: baseYAML(map[string]string{"nats": "nats: {urls: [nats://a], listen: 0.0.0.0:4222}"}),
-			check: func(t *testing.T, rc *runConfig) {
+			check: func(t *testing.T, rc *Config) {
 				if rc.EmbeddedNATS || rc.NATSListen != "" {
 					t.Errorf("EmbeddedNATS, NATSListen = %v, %q; want false, \"\"", rc.EmbeddedNATS, rc.NATSListen)
 				}
@@ -281,7 +284,7 @@ func TestLoadConfigForms(t *testing.T) {
 		{
 			name: "http_addr empty disables, absent defaults",
 			file: baseYAML(nil, `http_addr: ""`),
-			check: func(t *testing.T, rc *runConfig) {
+			check: func(t *testing.T, rc *Config) {
 				if rc.HTTPAddr != "" {
 					t.Errorf("HTTPAddr = %q, want \"\"", rc.HTTPAddr)
 				}
@@ -291,7 +294,7 @@ func TestLoadConfigForms(t *testing.T) {
 			name: "http_addr flag overrides off",
 			file: baseYAML(nil, "http_addr: off"),
 			args: []string{"--http-addr", ":0"},
-			check: func(t *testing.T, rc *runConfig) {
+			check: func(t *testing.T, rc *Config) {
 				if rc.HTTPAddr != ":0" {
 					t.Errorf("HTTPAddr = %q, want \":0\"", rc.HTTPAddr)
 				}
@@ -300,8 +303,8 @@ func TestLoadConfigForms(t *testing.T) {
 		{
 			name: "null values keep defaults",
 			file: baseYAML(nil, "heartbeat:", "log_level: ~", "http_addr:"),
-			check: func(t *testing.T, rc *runConfig) {
-				if rc.Agent.Heartbeat != time.Second || rc.LogLevel != "info" || rc.HTTPAddr != defaultHTTPAddr {
+			check: func(t *testing.T, rc *Config) {
+				if rc.Agent.Heartbeat != time.Second || rc.LogLevel != "info" || rc.HTTPAddr != DefaultHTTPAddr {
 					t.Errorf("heartbeat, log_level, http_addr = %s, %q, %q; want the defaults", rc.Agent.Heartbeat, rc.LogLevel, rc.HTTPAddr)
 				}
 			},
@@ -309,7 +312,7 @@ func TestLoadConfigForms(t *testing.T) {
 		{
 			name: "aliases are followed",
 			file: baseYAML(map[string]string{"id": "id: &me gw3", "members": "members: [gw1, *me]"}),
-			check: func(t *testing.T, rc *runConfig) {
+			check: func(t *testing.T, rc *Config) {
 				want := []election.Member{{ID: "gw1"}, {ID: "gw3"}}
 				if rc.Agent.ID != "gw3" || !reflect.DeepEqual(rc.Agent.Members, want) {
 					t.Errorf("id, members = %q, %+v; want gw3, %+v", rc.Agent.ID, rc.Agent.Members, want)
@@ -319,7 +322,7 @@ func TestLoadConfigForms(t *testing.T) {
 		{
 			name: "members flag without a file",
 			args: withFlags("--members", "gw1=5,gw2", "--quorum", "none"),
-			check: func(t *testing.T, rc *runConfig) {
+			check: func(t *testing.T, rc *Config) {
 				want := []election.Member{{ID: "gw1", Priority: 5}, {ID: "gw2"}}
 				if !reflect.DeepEqual(rc.Agent.Members, want) || !rc.Agent.IslandMode {
 					t.Errorf("members, island = %+v, %v; want %+v, true", rc.Agent.Members, rc.Agent.IslandMode, want)
@@ -333,9 +336,9 @@ func TestLoadConfigForms(t *testing.T) {
 			if tt.file != "" {
 				args = append([]string{"--config", writeConfig(t, tt.file)}, args...)
 			}
-			rc, err := loadRunConfig(args)
+			rc, err := Load(args)
 			if err != nil {
-				t.Fatalf("loadRunConfig: %v", err)
+				t.Fatalf("Load: %v", err)
 			}
 			tt.check(t, rc)
 		})
@@ -348,7 +351,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		file    string   // config file content; "" for no --config
 		args    []string // flags (after --config FILE when file is set)
 		want    []string // substrings of the message; FILE stands for the path
-		wantKey string   // configError.Key, when not ""
+		wantKey string   // Error.Key, when not ""
 	}{
 		// The file.
 		{name: "unknown key", file: baseYAML(nil, "foo: 1"),
@@ -511,14 +514,14 @@ func TestLoadConfigErrors(t *testing.T) {
 				path = writeConfig(t, tt.file)
 				args = append([]string{"--config", path}, args...)
 			}
-			check := func(fn string, rc *runConfig, err error) {
+			check := func(fn string, rc *Config, err error) {
 				t.Helper()
 				if err == nil {
 					t.Fatalf("%s: no error; config %+v", fn, rc)
 				}
-				var ce *configError
+				var ce *Error
 				if !errors.As(err, &ce) {
-					t.Fatalf("%s: error %v is a %T, not a *configError", fn, err, err)
+					t.Fatalf("%s: error %v is a %T, not a *Error", fn, err, err)
 				}
 				msg := err.Error()
 				if strings.Contains(msg, "\n") {
@@ -530,14 +533,14 @@ func TestLoadConfigErrors(t *testing.T) {
 					}
 				}
 				if tt.wantKey != "" && ce.Key != tt.wantKey {
-					t.Errorf("%s: configError.Key = %q, want %q", fn, ce.Key, tt.wantKey)
+					t.Errorf("%s: Error.Key = %q, want %q", fn, ce.Key, tt.wantKey)
 				}
 			}
-			rc, err := loadRunConfig(args)
-			check("loadRunConfig", rc, err)
+			rc, err := Load(args)
+			check("Load", rc, err)
 			if tt.file != "" && len(tt.args) == 0 {
-				rc, err := loadCheckConfig(path)
-				check("loadCheckConfig", rc, err)
+				rc, err := LoadFile(path)
+				check("LoadFile", rc, err)
 			}
 		})
 	}
@@ -545,76 +548,83 @@ func TestLoadConfigErrors(t *testing.T) {
 
 func TestLoadRunConfigHelp(t *testing.T) {
 	for _, arg := range []string{"-h", "--help"} {
-		_, err := loadRunConfig([]string{arg})
-		var ce *configError
+		_, err := Load([]string{arg})
+		var ce *Error
 		if !errors.Is(err, flag.ErrHelp) || !errors.As(err, &ce) {
-			t.Errorf("loadRunConfig(%s) = %v, want a *configError wrapping flag.ErrHelp", arg, err)
+			t.Errorf("Load(%s) = %v, want a *Error wrapping flag.ErrHelp", arg, err)
 		}
 	}
 }
 
 func TestLoadCheckConfigNoPath(t *testing.T) {
-	_, err := loadCheckConfig("")
-	var ce *configError
+	_, err := LoadFile("")
+	var ce *Error
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "--config FILE") {
-		t.Errorf("loadCheckConfig(\"\") = %v, want a *configError asking for --config FILE", err)
+		t.Errorf("LoadFile(\"\") = %v, want a *Error asking for --config FILE", err)
 	}
 }
 
 func TestLoadCheckConfigEmptyFile(t *testing.T) {
 	path := writeConfig(t, "# nothing yet\n")
-	_, err := loadCheckConfig(path)
+	_, err := LoadFile(path)
 	if err == nil || !strings.Contains(err.Error(), "config "+path+": id:") {
-		t.Errorf("loadCheckConfig(empty) = %v, want the missing id named", err)
+		t.Errorf("LoadFile(empty) = %v, want the missing id named", err)
 	}
 }
 
 // TestSettingsMatchSchema keeps the settings table, the file schema and the
-// flags in step: every key of the file is a setting with a flag and back.
+// flags in step: every setting has one key and one flag, each used once,
+// and a file that sets every key under its sections loads without an
+// unknown-key error, naming each key of a section in that section's list.
 func TestSettingsMatchSchema(t *testing.T) {
-	var fileKeys []string
-	var walk func(prefix string, typ reflect.Type)
-	walk = func(prefix string, typ reflect.Type) {
-		for f := range typ.Fields() {
-			tag := f.Tag.Get("yaml")
-			if ft := f.Type; ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct {
-				walk(prefix+tag+".", ft.Elem())
-				continue
-			}
-			fileKeys = append(fileKeys, prefix+tag)
-		}
-	}
-	walk("", reflect.TypeFor[fileConfig]())
-
-	nodes := (&fileConfig{}).nodes()
+	l := newLoader()
 	keys, flags := map[string]bool{}, map[string]bool{configFlag: true}
-	for _, s := range settings {
+	for _, s := range l.table {
 		if keys[s.key] || flags[s.flag] {
 			t.Errorf("setting %s/--%s is listed twice", s.key, s.flag)
 		}
 		keys[s.key], flags[s.flag] = true, true
-		if nodes[s.key] == nil {
-			t.Errorf("setting %s has no node in fileConfig.nodes", s.key)
+		if s.val == nil {
+			t.Errorf("setting %s has no value", s.key)
 		}
-		if s.set == nil {
-			t.Errorf("setting %s has no setter", s.key)
+		if l.setting(s.key) == nil {
+			t.Errorf("setting %s is not found by its key", s.key)
+		}
+		// Every key of the file, under its sections, is collected as itself.
+		parts := strings.Split(s.key, ".")
+		var b strings.Builder
+		for i, p := range parts {
+			b.WriteString(strings.Repeat("  ", i) + p + ":")
+			if i < len(parts)-1 {
+				b.WriteString("\n")
+			}
+		}
+		b.WriteString(" x\n")
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte(b.String()), &doc); err != nil {
+			t.Fatalf("%s: %v", s.key, err)
+		}
+		nodes := map[string]*yaml.Node{}
+		if errs := l.collect(doc.Content[0], "", nodes); len(errs) > 0 || nodes[s.key] == nil || len(nodes) != 1 {
+			t.Errorf("file key %s: errors %v, collected %v", s.key, errs, nodes)
+		}
+		if len(parts) > 1 {
+			section := strings.Join(parts[:len(parts)-1], ".")
+			if !slices.Contains(l.sectionKeys(section), parts[len(parts)-1]) {
+				t.Errorf("section %s does not list %s: %v", section, parts[len(parts)-1], l.sectionKeys(section))
+			}
 		}
 	}
-	for _, k := range fileKeys {
-		if !keys[k] {
-			t.Errorf("file key %s is not a setting", k)
-		}
-	}
-	if len(fileKeys) != len(settings) || len(nodes) != len(settings) {
-		t.Errorf("%d file keys, %d nodes, %d settings; want them equal", len(fileKeys), len(nodes), len(settings))
+	if len(keys) != len(l.table) || len(flags) != len(l.table)+1 {
+		t.Errorf("%d keys, %d flags, %d settings; want one of each per setting", len(keys), len(flags)-1, len(l.table))
 	}
 }
 
 func TestRunUsage(t *testing.T) {
 	var b bytes.Buffer
-	runUsage(&b)
+	Usage(&b)
 	out := b.String()
-	for _, s := range settings {
+	for _, s := range newLoader().table {
 		if !strings.Contains(out, "-"+s.flag) {
 			t.Errorf("usage does not list -%s", s.flag)
 		}
@@ -622,4 +632,47 @@ func TestRunUsage(t *testing.T) {
 	if !strings.Contains(out, "-config FILE") {
 		t.Errorf("usage does not list -config FILE:\n%s", out)
 	}
+}
+
+// TestLoadFileStructure: what the walk of the file's nodes adds to the
+// settings: merge keys are followed (the mapping's own keys win), an empty
+// section sets nothing, a repeated key inside a section is refused naming
+// the section's key, and several unknown keys are all counted.
+func TestLoadFileStructure(t *testing.T) {
+	rc, err := LoadFile(writeConfig(t, baseYAML(nil,
+		"pushgateway:", "  <<: [{url: \"http://pgw:9091\", interval: 20s}, {job: site}]", "  interval: 30s", "leader: ~")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Push.URL != "http://pgw:9091" || rc.Push.Interval != 30*time.Second || rc.Push.Job != "site" || len(rc.Duty.Command) != 0 {
+		t.Errorf("push %+v, duty %+v; want the merged url and job, the mapping's own interval, no duty", rc.Push, rc.Duty)
+	}
+	for _, tc := range []struct {
+		name string
+		file string
+		want string
+		key  string
+	}{
+		{"repeated key in a section", baseYAML(map[string]string{"nats": "nats:\n  urls: nats://a\n  urls: nats://b"}),
+			`line 7: mapping key "urls" already defined at line 6`, "nats.urls"},
+		{"unknown keys counted", baseYAML(nil, "foo: 1", "pushgateway: {bar: 2}", "baz: 3"),
+			"line 6: field foo not found (and 2 more)", "foo"},
+		{"unknown key under a merge", baseYAML(nil, "leader:", "  <<: {commandd: [x]}"),
+			"line 7: field leader.commandd not found (leader takes command,", "leader.commandd"},
+		{"merge of a value", baseYAML(nil, "leader:", "  <<: x"),
+			"line 7: a merge (<<) takes a mapping or a list of mappings", ""},
+	} {
+		_, err := LoadFile(writeConfig(t, tc.file))
+		var ce *Error
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) || ce.Key != tc.key {
+			t.Errorf("%s: %v (key %q), want %q and key %q", tc.name, err, keyOf(ce), tc.want, tc.key)
+		}
+	}
+}
+
+func keyOf(e *Error) string {
+	if e == nil {
+		return ""
+	}
+	return e.Key
 }

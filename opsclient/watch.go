@@ -1,10 +1,9 @@
-package main
+package opsclient
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os/signal"
@@ -17,33 +16,22 @@ import (
 	"github.com/edge-agent/edge-agent/agent"
 )
 
-// cmdWatch streams a group's leader changes as the agents see them: it
-// subscribes to the group's events subject (agent.EventsSubject), prints
+// Watch streams a group's leader changes as the agents see them to stdout:
+// it subscribes to the group's events subject (agent.EventsSubject), prints
 // the current state from a status request, then one line per event (one
-// JSON object per line with --json) until interrupted, or until --count
-// events were printed.
+// JSON object per line with --json) until ctx ends, or until count events
+// were printed (0: no limit). Once the stream starts, SIGINT and SIGTERM
+// end it too, with no error.
 //
 // With the members' keys (--config or --member-keys), an event counts only
 // if it is signed by the member it names and numbered after the last one
 // printed of that member's current epoch, which the status answers give (a
 // captured event played back is refused). An event of an epoch not seen yet
 // (the member restarted) is held until a new status answer confirms it.
-func cmdWatch(args []string, stdout, stderr io.Writer) int {
-	count := 0
-	o, err := parseOpsFlags("watch", args, true, func(fs *flag.FlagSet) {
-		fs.IntVar(&count, "count", 0, "exit after this many events (0: run until interrupted)")
-	})
-	if err == nil && count < 0 {
-		err = fmt.Errorf("watch: --count must not be negative")
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "edge-agent %v\n", err)
-		return exitUsage
-	}
+func Watch(ctx context.Context, o *Options, count int, stdout, stderr io.Writer) error {
 	nc, err := o.connect()
 	if err != nil {
-		fmt.Fprintf(stderr, "edge-agent watch: %v\n", err)
-		return exitFailure
+		return err
 	}
 	defer nc.Close()
 	ch := make(chan *nats.Msg, 4096)
@@ -52,37 +40,22 @@ func cmdWatch(args []string, stdout, stderr io.Writer) int {
 		err = nc.Flush()
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "edge-agent watch: subscribe: %v\n", err)
-		return exitFailure
+		return fmt.Errorf("subscribe: %w", err)
 	}
 	defer sub.Unsubscribe()
 	v := &verifier{keys: o.memberKeys}
 	w := &eventWatch{o: o, v: v, known: map[string]agent.Numbering{}, held: map[string][]heldEvent{}, out: stdout, errOut: stderr}
-	if !o.json || v.keys != nil {
-		answers, err := collectStatus(nc, o, v)
-		if err != nil {
-			fmt.Fprintf(stderr, "edge-agent watch: %v\n", err)
-			return exitFailure
-		}
-		w.flushNotes()
-		for id, num := range answers.nums {
-			w.known[id] = num // the changes before the answer are history
-		}
-		if !o.json {
-			printWatchHeader(stdout, o.group, answers.reports)
-		}
-	} else {
-		w.flushNotes()
+	if err := w.start(nc); err != nil {
+		return err
 	}
 	statusInbox := nc.NewRespInbox()
 	statusCh := make(chan *nats.Msg, 256)
 	ssub, err := nc.ChanSubscribe(statusInbox, statusCh)
 	if err != nil {
-		fmt.Fprintf(stderr, "edge-agent watch: subscribe: %v\n", err)
-		return exitFailure
+		return fmt.Errorf("subscribe: %w", err)
 	}
 	defer ssub.Unsubscribe()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	closed := make(chan struct{})
 	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
@@ -90,10 +63,9 @@ func cmdWatch(args []string, stdout, stderr io.Writer) int {
 	for count == 0 || w.printed < count {
 		select {
 		case <-ctx.Done():
-			return exitOK
+			return nil
 		case <-closed:
-			fmt.Fprintln(stderr, "edge-agent watch: NATS connection closed")
-			return exitFailure
+			return errors.New("NATS connection closed")
 		case m := <-ch:
 			if w.event(m) && time.Since(lastQuery) >= time.Second {
 				// An epoch not seen yet: ask the group again.
@@ -107,7 +79,29 @@ func cmdWatch(args []string, stdout, stderr io.Writer) int {
 		}
 		w.flushNotes()
 	}
-	return exitOK
+	return nil
+}
+
+// start asks for the group's status, unless the watch prints JSON and has
+// no keys to check events with: the answers' numbering marks the events
+// before them as history, and the text output starts with who leads.
+func (w *eventWatch) start(nc *nats.Conn) error {
+	if w.o.json && w.v.keys == nil {
+		w.flushNotes()
+		return nil
+	}
+	answers, err := collectStatus(nc, w.o, w.v)
+	if err != nil {
+		return err
+	}
+	w.flushNotes()
+	for id, num := range answers.nums {
+		w.known[id] = num // the changes before the answer are history
+	}
+	if !w.o.json {
+		printWatchHeader(w.out, w.o.group, answers.reports)
+	}
+	return nil
 }
 
 // heldEvent is an event of an epoch not confirmed yet.
@@ -118,7 +112,7 @@ type heldEvent struct {
 
 // eventWatch decides which events to print (see cmdWatch).
 type eventWatch struct {
-	o       *opsFlags
+	o       *Options
 	v       *verifier
 	known   map[string]agent.Numbering // member -> its epoch and the last event printed (or the status answer's number)
 	held    map[string][]heldEvent

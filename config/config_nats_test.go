@@ -1,9 +1,7 @@
-package main
+package config
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -42,7 +40,7 @@ nats:
 `
 
 func TestLoadConfigNATSCluster(t *testing.T) {
-	rc, err := loadCheckConfig(writeConfig(t, clusterYAML))
+	rc, err := LoadFile(writeConfig(t, clusterYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,13 +64,13 @@ func TestLoadConfigNATSCluster(t *testing.T) {
 		t.Errorf("NATSLeafNode = %+v, want %+v", rc.NATSLeafNode, wantLeaf)
 	}
 	// Every file the config names is listed for check-config.
-	if got := len(rc.files()); got != 8 {
-		t.Errorf("files() lists %d files, want 8: %v", got, rc.files())
+	if got := len(rc.Files()); got != 8 {
+		t.Errorf("files() lists %d files, want 8: %v", got, rc.Files())
 	}
 }
 
 func TestLoadConfigNATSFlags(t *testing.T) {
-	rc, err := loadRunConfig(withFlags(
+	rc, err := Load(withFlags(
 		"--nats-listen", "127.0.0.1:4222",
 		"--nats-cluster-routes", "nats-route://127.0.0.1:6222, nats-route://127.0.0.1:6223",
 		"--nats-token", "t0ken",
@@ -82,7 +80,7 @@ func TestLoadConfigNATSFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The cluster name defaults to the group, the route listener to :6222.
-	want := &edge.ClusterConfig{Name: "site-a", Listen: defaultClusterListen, Routes: []string{"nats-route://127.0.0.1:6222", "nats-route://127.0.0.1:6223"}}
+	want := &edge.ClusterConfig{Name: "site-a", Listen: DefaultClusterListen, Routes: []string{"nats-route://127.0.0.1:6222", "nats-route://127.0.0.1:6223"}}
 	if !reflect.DeepEqual(rc.NATSCluster, want) || rc.NATSClient.Token != "t0ken" {
 		t.Errorf("cluster %+v, token %q; want %+v, t0ken", rc.NATSCluster, rc.NATSClient.Token, want)
 	}
@@ -91,7 +89,7 @@ func TestLoadConfigNATSFlags(t *testing.T) {
 func TestLoadConfigNATSServerSettingsNeedEmbedded(t *testing.T) {
 	// As with listen: the server side is kept in the file but dropped while
 	// embedded is off; the client side (auth, TLS) stays.
-	rc, err := loadCheckConfig(writeConfig(t, strings.Replace(clusterYAML, "embedded: true", "embedded: false", 1)))
+	rc, err := LoadFile(writeConfig(t, strings.Replace(clusterYAML, "embedded: true", "embedded: false", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,10 +128,10 @@ func TestLoadConfigNATSErrors(t *testing.T) {
 		{"bad leaf url", "nats:\n  embedded: true\n  leafnode: {remotes: [\"hub:7422\"]}", "nats.leafnode.remotes", "nats.leafnode.remotes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := loadCheckConfig(writeConfig(t, base+tc.nats+"\n"))
-			var ce *configError
+			_, err := LoadFile(writeConfig(t, base+tc.nats+"\n"))
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("error %v is not a *configError", err)
+				t.Fatalf("error %v is not a *Error", err)
 			}
 			if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("error %q does not contain %q on one line", err, tc.want)
@@ -145,33 +143,18 @@ func TestLoadConfigNATSErrors(t *testing.T) {
 	}
 }
 
-// TestCheckConfigChecksFiles: check-config finds a missing TLS file, naming
-// its key, without touching the network.
-func TestCheckConfigChecksFiles(t *testing.T) {
-	dir := t.TempDir()
-	ca := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(ca, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	path := writeConfig(t, baseYAML(map[string]string{"nats": "nats:\n  urls: nats://gw1.invalid:4222\n  tls: {ca: " + ca + ", cert: " + filepath.Join(dir, "gw.pem") + ", key: " + ca + "}"}))
-	var out, errOut strings.Builder
-	if code := run([]string{"check-config", path}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "nats.tls.cert") {
-		t.Fatalf("check-config with a missing cert: exit %d, %q; want 2 naming nats.tls.cert", code, errOut.String())
-	}
-}
-
 // TestShippedConfigPasses: the config the .deb installs as a conffile is
 // valid as shipped (apart from the site's own values), names no file, and
 // needs no network: its hosts are examples that resolve nowhere.
 func TestShippedConfigPasses(t *testing.T) {
-	rc, err := loadCheckConfig("../../deploy/arm64/edge-agent.yaml")
+	rc, err := LoadFile("../deploy/arm64/edge-agent.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !rc.EmbeddedNATS || rc.NATSCluster == nil || len(rc.NATSCluster.Routes) != 3 || rc.NATSMonitorPort != 0 {
 		t.Errorf("shipped config: embedded %v, cluster %+v, monitor %d; want an embedded cluster of 3 routes, monitoring off", rc.EmbeddedNATS, rc.NATSCluster, rc.NATSMonitorPort)
 	}
-	if f := rc.files(); len(f) != 0 {
+	if f := rc.Files(); len(f) != 0 {
 		t.Errorf("shipped config names files: %v", f)
 	}
 }

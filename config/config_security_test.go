@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -48,14 +48,14 @@ nats: {urls: [nats://127.0.0.1:4222]}
 func TestOperatorKeys(t *testing.T) {
 	_, _, keys := signedYAML(t, "")
 	path, _, _ := signedYAML(t, "operator_keys: {alice: "+keys["ops"]+"}\n")
-	rc, err := loadCheckConfig(path)
+	rc, err := LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rc.Agent.OperatorKeys["alice"] != keys["ops"] {
 		t.Fatalf("operator keys %v", rc.Agent.OperatorKeys)
 	}
-	rc, err = loadRunConfig([]string{"--config", path, "--operator-keys", "bob=" + keys["ops"]})
+	rc, err = Load([]string{"--config", path, "--operator-keys", "bob=" + keys["ops"]})
 	if err != nil || rc.Agent.OperatorKeys["bob"] != keys["ops"] {
 		t.Fatalf("--operator-keys: %v %v", rc, err)
 	}
@@ -64,12 +64,12 @@ func TestOperatorKeys(t *testing.T) {
 		"operator_keys: {alice: SUAxyz}\n":                "not an nkey user public key",
 	} {
 		p, _, _ := signedYAML(t, extra)
-		if _, err := loadCheckConfig(p); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := LoadFile(p); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error with %q", extra, err, want)
 		}
 	}
 	unsigned := writeConfig(t, "id: gw1\ngroup: g\nmembers: [gw1]\nstate_dir: /tmp/x\nnats: {urls: [nats://127.0.0.1:4222]}\noperator_keys: {alice: "+keys["ops"]+"}\n")
-	if _, err := loadCheckConfig(unsigned); err == nil || !strings.Contains(err.Error(), "operator_keys") {
+	if _, err := LoadFile(unsigned); err == nil || !strings.Contains(err.Error(), "operator_keys") {
 		t.Errorf("operators without signing: %v", err)
 	}
 }
@@ -79,13 +79,13 @@ func TestOperatorKeys(t *testing.T) {
 // naming the key or the file.
 func TestLooseFileModesAreRefused(t *testing.T) {
 	path, seed, _ := signedYAML(t, "")
-	if _, err := loadCheckConfig(path); err != nil {
+	if _, err := LoadFile(path); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(seed, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadCheckConfig(path); err == nil || !strings.Contains(err.Error(), "signing_seed") || !strings.Contains(err.Error(), "others") {
+	if _, err := LoadFile(path); err == nil || !strings.Contains(err.Error(), "signing_seed") || !strings.Contains(err.Error(), "others") {
 		t.Fatalf("seed 0644: %v", err)
 	}
 	if err := os.Chmod(seed, 0o600); err != nil {
@@ -99,13 +99,13 @@ func TestLooseFileModesAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	p2, _, _ := signedYAML(t, "")
-	if _, err := loadRunConfig([]string{"--config", p2, "--nats-tls-cert", tlsKey, "--nats-tls-key", tlsKey}); err == nil || !strings.Contains(err.Error(), "--nats-tls-key") {
+	if _, err := Load([]string{"--config", p2, "--nats-tls-cert", tlsKey, "--nats-tls-key", tlsKey}); err == nil || !strings.Contains(err.Error(), "--nats-tls-key") {
 		t.Fatalf("tls key 0604: %v", err)
 	}
 	if err := os.Chmod(path, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadCheckConfig(path); err == nil || !strings.Contains(err.Error(), "writable by others") {
+	if _, err := LoadFile(path); err == nil || !strings.Contains(err.Error(), "writable by others") {
 		t.Fatalf("config 0666: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
-package main
+package config
 
 import (
-	"bytes"
 	"reflect"
 	"strings"
 	"testing"
@@ -28,7 +27,7 @@ leader:
 
 func TestLoadOpsConfig(t *testing.T) {
 	path := writeConfig(t, baseYAML(nil, strings.Split(strings.TrimSpace(opsYAML), "\n")...))
-	rc, err := loadCheckConfig(path)
+	rc, err := LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +45,7 @@ func TestLoadOpsConfig(t *testing.T) {
 	}
 
 	// Flags override the file; a command flag is a list or words.
-	rc, err = loadRunConfig([]string{"--config", path, "--pushgateway-url", "https://other:9091", "--push-interval", "5s",
+	rc, err = Load([]string{"--config", path, "--pushgateway-url", "https://other:9091", "--push-interval", "5s",
 		"--leader-command", `["/bin/sh", "-c", "exec poller --x"]`, "--leader-grace", "1s", "--leader-on-elected", "logger elected",
 		"--leader-env", "A=1 B"})
 	if err != nil {
@@ -59,7 +58,7 @@ func TestLoadOpsConfig(t *testing.T) {
 	}
 
 	// Nothing configured: no push, no duty (zero values).
-	rc, err = loadRunConfig(baseFlags)
+	rc, err = Load(baseFlags)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +66,7 @@ func TestLoadOpsConfig(t *testing.T) {
 		t.Errorf("defaults: %+v %+v", rc.Push, rc.Duty)
 	}
 	// The default grace fits in the lease.
-	rc, err = loadRunConfig(withFlags("--leader-command", "poller"))
+	rc, err = Load(withFlags("--leader-command", "poller"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,27 +107,13 @@ func TestOpsConfigErrors(t *testing.T) {
 		{name: "push job", args: []string{"--pushgateway-url", "http://pgw:9091", "--pushgateway-job", "a/b"}, want: "--pushgateway-job: \"a/b\" contains a '/'"},
 	} {
 		path := writeConfig(t, baseYAML(nil, tc.extra...))
-		_, err := loadRunConfig(append([]string{"--config", path}, tc.args...))
+		_, err := Load(append([]string{"--config", path}, tc.args...))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want it to contain %q", tc.name, err, tc.want)
 			continue
 		}
 		if strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: error is not one line: %q", tc.name, err)
-		}
-	}
-}
-
-func TestCheckConfigDescribesOps(t *testing.T) {
-	path := writeConfig(t, baseYAML(nil, strings.Split(strings.TrimSpace(opsYAML), "\n")...))
-	var out, errOut bytes.Buffer
-	if code := run([]string{"check-config", "--config", path}, &out, &errOut); code != exitOK {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
-	for _, want := range []string{"pushing metrics to http://pgw.example:9091 every 30s (job edge, group site-a, instance gw1)",
-		"leader duty: /usr/bin/plc-poller --bus line 3 (grace 500ms, resign after 3 failures within 2m0s)"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("check-config output lacks %q:\n%s", want, out.String())
 		}
 	}
 }

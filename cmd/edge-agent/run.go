@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/config"
+	"github.com/edge-agent/edge-agent/edge"
+)
+
+// runAgent runs one gateway's agent until ctx ends: embedded NATS server if
+// configured, the NATS connections, the HTTP endpoints, systemd
+// notifications and the election.
+func runAgent(ctx context.Context, rc *config.Config, log *slog.Logger) error {
+	notifier, err := edge.NewSystemdNotifier(log)
+	if err != nil {
+		return err
+	}
+	var undo cleanup
+	defer undo.run()
+	opts, err := agentOptions(rc, log, &undo)
+	if err != nil {
+		return err
+	}
+	duty, dutyOpts := dutyFor(rc)
+	a, err := agent.New(rc.Agent, append(opts, dutyOpts...)...)
+	if err != nil {
+		return err
+	}
+	// After Run returns: the duty's processes are gone, then the last push.
+	stopPush, err := startPusher(rc, a, log)
+	if err != nil {
+		return err
+	}
+	undo.add(stopPush)
+	if duty != nil {
+		undo.add(duty.Wait)
+	}
+	if rc.HTTPAddr != "" {
+		ln, err := net.Listen("tcp", rc.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("http_addr %s: %w", rc.HTTPAddr, err)
+		}
+		srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		undo.add(func() { srv.Close() })
+		log.Info("http listening", "addr", ln.Addr().String())
+	}
+	if notifier.Enabled() {
+		if wd := notifier.Watchdog(); wd > 0 && wd <= 3*rc.Agent.Heartbeat {
+			log.Warn("WatchdogSec is not above 3 heartbeats: a healthy but slow loop may be restarted", "watchdog", wd, "heartbeat", rc.Agent.Heartbeat)
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); notifier.Run(ctx, a) }()
+		undo.add(func() { <-done })
+	}
+	return a.Run(ctx)
+}
+
+// cleanup is what runAgent undoes when it returns, last first.
+type cleanup []func()
+
+func (c *cleanup) add(f func()) { *c = append(*c, f) }
+
+func (c *cleanup) run() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+}
+
+// agentOptions connects the agent to NATS, starting the embedded server if
+// configured, and opens the journal: the options of agent.New.
+func agentOptions(rc *config.Config, log *slog.Logger, undo *cleanup) ([]agent.Option, error) {
+	client := rc.NATSClient
+	if rc.EmbeddedNATS && len(rc.Agent.MemberKeys) > 0 {
+		// Per-member authorization: the agent logs in to the bus with its
+		// own nkey (the signing seed); the site credential is for others.
+		client.User, client.Password, client.Token, client.Creds = "", "", "", ""
+		client.NKeySeed = rc.Agent.SigningSeedFile
+	}
+	clientOpts, err := client.Options()
+	if err != nil {
+		return nil, err
+	}
+	urls := append([]string(nil), rc.NATSURLs...)
+	var routeWatch agent.RouteWatcher
+	if rc.EmbeddedNATS {
+		srv, err := startEmbedded(rc, log)
+		if err != nil {
+			return nil, err
+		}
+		undo.add(srv.Shutdown)
+		if rc.NATSCluster != nil {
+			routeWatch = srv // a peer gateway's route closing is the fast failure report
+		}
+		// The agent's own server first, reached in-process; the peers'
+		// servers (nats.urls) only if it ever goes away.
+		urls = append([]string{srv.ClientURL()}, urls...)
+		clientOpts = append(clientOpts, nats.SetCustomDialer(srv.Dialer(2*time.Second)), nats.DontRandomize())
+	}
+	// The connection name lets members match the server's disconnect
+	// advisories to a member (fast failover).
+	name := agent.ConnName(rc.Agent.Group, rc.Agent.ID)
+	nc, err := nats.Connect(strings.Join(urls, ","), append(agent.NATSOptions(name), clientOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS %s: %w", strings.Join(edge.RedactURLs(urls), ","), err)
+	}
+	undo.add(nc.Close)
+	opts := []agent.Option{agent.WithNATS(nc), agent.WithLogger(log), agent.WithVersion(version)}
+	if routeWatch != nil {
+		opts = append(opts, agent.WithRouteWatch(routeWatch))
+	}
+	if (rc.SystemUser != "" || rc.SystemCreds != "") && !rc.Agent.DisableFastFailover {
+		more, err := advisoryOptions(rc, urls, clientOpts, undo)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, more...)
+	}
+	if rc.Journal != "" {
+		f, err := os.OpenFile(rc.Journal, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("journal: %w", err)
+		}
+		undo.add(func() { f.Close() })
+		opts = append(opts, agent.WithJournal(f))
+	}
+	return opts, nil
+}
+
+// advisoryOptions opens the connections of fast failover on an external
+// deployment: one in the system account that reads the server's disconnect
+// advisories, and the presence connection that the leader's heartbeats
+// announce.
+func advisoryOptions(rc *config.Config, urls []string, clientOpts []nats.Option, undo *cleanup) ([]agent.Option, error) {
+	name := agent.ConnName(rc.Agent.Group, rc.Agent.ID)
+	sysOpts := []nats.Option{nats.Name(name + "/advisories"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(true)}
+	// The same TLS as the election connection; its own credentials.
+	tlsOpts, err := edge.ClientConfig{TLS: rc.NATSClient.TLS}.Options()
+	if err != nil {
+		return nil, err
+	}
+	sysOpts = append(sysOpts, tlsOpts...)
+	if rc.SystemCreds != "" {
+		sysOpts = append(sysOpts, nats.UserCredentials(rc.SystemCreds))
+	} else {
+		sysOpts = append(sysOpts, nats.UserInfo(rc.SystemUser, rc.SystemPassword))
+	}
+	sys, err := nats.Connect(strings.Join(urls, ","), sysOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS system account: %w", err)
+	}
+	undo.add(sys.Close)
+	// The presence connection, which the leader's heartbeats announce: it
+	// receives nothing, so a crash closes it with a FIN, never a reset
+	// (agent.WithPresence). Same server, account and options as the
+	// election connection.
+	pres, err := nats.Connect(strings.Join(urls, ","), append(agent.NATSOptions(agent.PresenceConnName(rc.Agent.Group, rc.Agent.ID)), clientOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS (presence connection): %w", err)
+	}
+	undo.add(pres.Close)
+	return []agent.Option{agent.WithAdvisories(sys), agent.WithPresence(pres)}, nil
+}
+
+// startEmbedded starts this gateway's nats-server, clustered and as a leaf
+// node as configured, requiring of clients what the agent presents.
+func startEmbedded(rc *config.Config, log *slog.Logger) (*edge.EmbeddedServer, error) {
+	auth, err := rc.NATSClient.ServerAuth()
+	if err != nil {
+		return nil, err
+	}
+	var members *edge.MemberAuthz
+	if len(rc.Agent.MemberKeys) > 0 {
+		members = &edge.MemberAuthz{Prefix: rc.Agent.SubjectPrefix, Group: rc.Agent.Group, Keys: rc.Agent.MemberKeys, Operators: rc.Agent.OperatorKeys}
+		if auth.NKey != "" || auth.Token != "" {
+			return nil, errors.New("member_keys: with per-member authorization, admit other clients with nats.user/nats.password")
+		}
+	}
+	srv, err := startServer(edge.EmbeddedConfig{
+		Members:     members,
+		Listen:      rc.NATSListen,
+		ServerName:  agent.ServerName(rc.Agent.Group, rc.Agent.ID),
+		Logger:      log,
+		Auth:        auth,
+		TLS:         serverTLSOf(rc.NATSClient.TLS),
+		MonitorPort: rc.NATSMonitorPort,
+		Cluster:     rc.NATSCluster,
+		LeafNode:    rc.NATSLeafNode,
+	})
+	if err != nil {
+		return nil, err
+	}
+	attrs := []any{"url", srv.ClientURL()}
+	if u := srv.RouteURL(); u != "" {
+		attrs = append(attrs, "cluster", rc.NATSCluster.Name, "route_url", u, "routes", len(rc.NATSCluster.Routes))
+	}
+	if u := srv.MonitorURL(); u != "" {
+		attrs = append(attrs, "monitor", u)
+	}
+	log.Info("embedded NATS server listening", attrs...)
+	return srv, nil
+}
+
+// serverTLSOf returns the embedded server's client-port TLS: the gateway's
+// certificate (nats.tls.cert/key) serves both its client and its server
+// side; without a certificate the port is plain.
+func serverTLSOf(t edge.TLSFiles) edge.TLSFiles {
+	if t.Cert == "" {
+		return edge.TLSFiles{}
+	}
+	return t
+}
+
+// dutyFor returns the leader duty of rc (nil when none is configured) and
+// the agent options that attach it. The duty's output goes to the agent's
+// stderr, the journal under systemd.
+func dutyFor(rc *config.Config) (*agent.Duty, []agent.Option) {
+	c := rc.Duty
+	if len(c.Command) == 0 && len(c.OnElected) == 0 && len(c.OnDemoted) == 0 {
+		return nil, nil
+	}
+	c.Stdout, c.Stderr = os.Stderr, os.Stderr
+	d := agent.NewDuty(c)
+	return d, []agent.Option{agent.WithDuty(d)}
+}
+
+// startPusher starts pushing a's metrics to the Pushgateway of rc, if any:
+// periodically and at once on every leader change. stop, to be called
+// after a's Run returned, makes the final push and waits for it.
+func startPusher(rc *config.Config, a *agent.Agent, log *slog.Logger) (stop func(), err error) {
+	if rc.Push.URL == "" {
+		return func() {}, nil
+	}
+	c := rc.Push
+	c.Grouping = [][2]string{{"group", rc.Agent.Group}, {"instance", rc.Agent.ID}}
+	c.Gatherer = edge.PrefixGatherer(a.Registry(), "edge_election_")
+	c.Logger = log
+	p, err := edge.NewPusher(c)
+	if err != nil {
+		return nil, err
+	}
+	changes, cancelWatch := a.Watch()
+	go func() {
+		for range changes {
+			p.Trigger()
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Run(ctx)
+	}()
+	log.Info("pushing metrics to the Pushgateway", "url", edge.RedactURL(c.URL), "interval", c.Interval, "job", c.Job)
+	return func() {
+		cancelWatch()
+		cancel()
+		<-done
+	}, nil
+}
