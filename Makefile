@@ -80,20 +80,20 @@ demo:
 # Crash failover of 5 agent processes (H=100ms, k=3): p50/p99 over TRIALS.
 TRIALS ?= 30
 failover:
-	$(GO) run ./internal/failoverbench -trials $(TRIALS)
+	$(GO) run ./bench/failover -trials $(TRIALS)
 
 # Graceful handover (SIGTERM to the leader), same measurement.
 handover:
-	$(GO) run ./internal/failoverbench -trials $(TRIALS) -mode term
+	$(GO) run ./bench/failover -trials $(TRIALS) -mode term
 
 # Idle RSS of an agent with and without its embedded server, and the binary
 # size (of a static, stripped build for this machine).
 footprint:
-	$(GO) run ./internal/footprint
+	$(GO) run ./bench/footprint
 
 # Planned handover by `transfer` (the leader keeps running), same measurement.
 transfer:
-	$(GO) run ./internal/failoverbench -trials $(TRIALS) -mode transfer
+	$(GO) run ./bench/failover -trials $(TRIALS) -mode transfer
 
 # The leader duty under a frozen or killed agent (issue 14): three agent
 # processes, H = 100 ms, a duty with a non-exec wrapper and a double-forked
@@ -114,7 +114,7 @@ duty-faults:
 # without the guard, for the same duty).
 GUARD_BASE_BIN ?=
 guard-footprint:
-	$(GO) run ./internal/guardfootprint $(if $(GUARD_BASE_BIN),-base-bin $(GUARD_BASE_BIN))
+	$(GO) run ./bench/guardfootprint $(if $(GUARD_BASE_BIN),-base-bin $(GUARD_BASE_BIN))
 
 # The Prometheus alerting rules: syntax, unit tests and the scrape config
 # that loads them (promtool: apt-get install prometheus).
@@ -129,8 +129,10 @@ check-rules:
 # deliveries per election, footprint, 500 groups on one server, and
 # hashicorp/raft beside ours. Raw results go to BENCH_OUT; the report and
 # its chart are regenerated in docs/. An algorithm the agent does not have
-# yet is recorded as pending. bench/raftpeer and bench/report are modules of
-# their own, so raft and gonum never enter the root go.mod.
+# yet is recorded as pending. The programs are under bench/ (bench/env,
+# bench/failover, bench/groups, bench/footprint: packages of the root module);
+# bench/raftpeer and bench/report are modules of their own, so raft and gonum
+# never enter the root go.mod.
 BENCH_OUT             ?= $(BIN)/bench
 BENCH_TRIALS          ?= 60
 BENCH_ALGORITHMS      ?= bully ring
@@ -139,8 +141,9 @@ bench:
 	GO="$(GO)" OUT="$(BENCH_OUT)" TRIALS="$(BENCH_TRIALS)" ALGORITHMS="$(BENCH_ALGORITHMS)" \
 		DELIVERY_TRIALS="$(BENCH_DELIVERY_TRIALS)" bash bench/run.sh
 
-# The bench/ modules are outside ./... of the root module: CI only vets and
-# tests them here (gofmt covers them already), so that they keep compiling.
+# The bench/raftpeer and bench/report modules are outside ./... of the root
+# module: CI only vets and tests them here (gofmt covers them already), so that
+# they keep compiling. The other bench/ programs are in ./... (make lint).
 bench-vet:
 	cd bench/raftpeer && $(GO) vet ./...
 	cd bench/report && $(GO) vet ./... && $(GO) test -count=1 ./...
@@ -199,7 +202,7 @@ chaos-lossy:
 # (cmd/edge-agent/e2e_attack_test.go, internal/attack) at full length: the
 # site-client flood for 30 s at 100 MB/s and 20 sequences from a compromised
 # member key. `make test` runs them short (3 s, 3 sequences). The figures of
-# docs/SECURITY.md come from `go run ./internal/attackbench`, which also
+# docs/SECURITY.md come from `go run ./bench/attack`, which also
 # measures an older build (-bin OLD -old).
 ATTACK_FLOOD  ?= 30s
 ATTACK_TRIALS ?= 20

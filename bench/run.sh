@@ -34,23 +34,23 @@ step() {
 	tail -n "$tail" "$OUT/$name.log"
 }
 
-step 00-env 20 $GO run ./internal/bench env -json "$OUT/00-env.json"
+step 00-env 20 $GO run ./bench/env -json "$OUT/00-env.json"
 i=1
 for alg in $ALGORITHMS; do
-	step "1$i-failover-crash-$alg" 6 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode kill \
+	step "1$i-failover-crash-$alg" 6 $GO run ./bench/failover -algorithm "$alg" -fast -mode kill \
 		-trials "$TRIALS" -json "$OUT/1$i-failover-crash-$alg.json" -log "$OUT/1$i-failover-crash-$alg.agents.log"
-	step "1$i-failover-silent-$alg" 6 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode freeze \
+	step "1$i-failover-silent-$alg" 6 $GO run ./bench/failover -algorithm "$alg" -fast -mode freeze \
 		-trials "$TRIALS" -json "$OUT/1$i-failover-silent-$alg.json" -log "$OUT/1$i-failover-silent-$alg.agents.log"
-	step "2$i-handover-$alg" 6 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode term \
+	step "2$i-handover-$alg" 6 $GO run ./bench/failover -algorithm "$alg" -fast -mode term \
 		-trials "$TRIALS" -json "$OUT/2$i-handover-$alg.json" -log "$OUT/2$i-handover-$alg.agents.log"
-	step "2$i-transfer-$alg" 6 $GO run ./internal/failoverbench -algorithm "$alg" -fast -mode transfer \
+	step "2$i-transfer-$alg" 6 $GO run ./bench/failover -algorithm "$alg" -fast -mode transfer \
 		-trials "$TRIALS" -json "$OUT/2$i-transfer-$alg.json" -log "$OUT/2$i-transfer-$alg.agents.log"
 	i=$((i + 1))
 done
-step 30-deliveries 20 $GO run ./internal/bench deliveries -algorithms "${ALGORITHMS// /,}" \
+step 30-deliveries 20 $GO run ./bench/groups deliveries -algorithms "${ALGORITHMS// /,}" \
 	-trials "$DELIVERY_TRIALS" -json "$OUT/30-deliveries.json"
-step 40-footprint 8 $GO run ./internal/footprint -heartbeat 100ms -settle 5s -samples 30 -json "$OUT/40-footprint.json"
-step 50-scale 5 $GO run ./internal/bench scale -json "$OUT/50-scale.json"
+step 40-footprint 8 $GO run ./bench/footprint -heartbeat 100ms -settle 5s -samples 30 -json "$OUT/40-footprint.json"
+step 50-scale 5 $GO run ./bench/groups scale -json "$OUT/50-scale.json"
 (cd bench/raftpeer && step 60-peer-raft 3 $GO run . -trials "$TRIALS" -json "$OUT/60-peer-raft.json")
 (cd bench/report && step 90-report 5 $GO run . -in "$OUT" -md "$root/docs/BENCHMARKS.md" \
 	-png "$root/docs/benchmarks-failover.png")

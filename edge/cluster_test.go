@@ -20,6 +20,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // connectVia connects to s the way the agent does: in-process through its
@@ -45,18 +47,13 @@ func awaitDelivery(t *testing.T, pub, sub *nats.Conn, subject string) {
 	if err := sub.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(t, 10*time.Second, "a message on "+subject+" across the cluster", func() bool {
 		if err := pub.Publish(subject, []byte("hello")); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.NextMsg(20 * time.Millisecond); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no message on %s across the cluster within 10s", subject)
-		}
-	}
+		_, err := s.NextMsg(20 * time.Millisecond)
+		return err == nil
+	})
 }
 
 func TestEmbeddedClusterRoutes(t *testing.T) {
@@ -70,7 +67,7 @@ func TestEmbeddedClusterRoutes(t *testing.T) {
 	// Every gateway may list every route, its own included.
 	s2 := startTestServer(t, EmbeddedConfig{ServerName: "gw2", Cluster: cluster(s1.RouteURL())})
 	s3 := startTestServer(t, EmbeddedConfig{ServerName: "gw3", Cluster: cluster(s1.RouteURL(), s2.RouteURL())})
-	waitFor(t, "a full mesh", func() bool { return s1.NumRoutes() >= 2 && s2.NumRoutes() >= 2 && s3.NumRoutes() >= 2 })
+	poll.Until(t, 5*time.Second, "a full mesh", func() bool { return s1.NumRoutes() >= 2 && s2.NumRoutes() >= 2 && s3.NumRoutes() >= 2 })
 	// One route connection per peer, no pool: a peer listed by
 	// RoutedServers carries every account (see applyCluster).
 	for _, s := range []*EmbeddedServer{s1, s2, s3} {
@@ -109,7 +106,7 @@ func TestEmbeddedInProcessDialerFailsOver(t *testing.T) {
 		t.Fatalf("own server has %d clients, want the in-process one", n)
 	}
 	own.Shutdown()
-	waitFor(t, "failover to the peer", func() bool { return nc.IsConnected() && nc.ConnectedUrl() == peer.ClientURL() })
+	poll.Until(t, 5*time.Second, "failover to the peer", func() bool { return nc.IsConnected() && nc.ConnectedUrl() == peer.ClientURL() })
 }
 
 func TestEmbeddedClientAuthAndTLS(t *testing.T) {
@@ -175,7 +172,7 @@ func TestEmbeddedRouteTLS(t *testing.T) {
 	tlsFiles := TLSFiles{CA: pki.ca, Cert: pki.cert, Key: pki.key}
 	s1 := startTestServer(t, EmbeddedConfig{Cluster: &ClusterConfig{Name: "site", Listen: "127.0.0.1:0", TLS: tlsFiles, User: "route", Password: "pw"}})
 	s2 := startTestServer(t, EmbeddedConfig{Cluster: &ClusterConfig{Name: "site", Listen: "127.0.0.1:0", TLS: tlsFiles, User: "route", Password: "pw", Routes: []string{s1.RouteURL()}}})
-	waitFor(t, "a TLS route", func() bool { return s1.NumRoutes() >= 1 && s2.NumRoutes() >= 1 })
+	poll.Until(t, 5*time.Second, "a TLS route", func() bool { return s1.NumRoutes() >= 1 && s2.NumRoutes() >= 1 })
 	awaitDelivery(t, connectVia(t, s1), connectVia(t, s2), "site.tls")
 }
 
@@ -199,7 +196,7 @@ func TestEmbeddedLeafNode(t *testing.T) {
 	}
 	leafURL := fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort)
 	s := startTestServer(t, EmbeddedConfig{LeafNode: &LeafNodeConfig{Remotes: []string{leafURL}}})
-	waitFor(t, "the leaf connection", func() bool { return s.Server().NumLeafNodes() == 1 })
+	poll.Until(t, 5*time.Second, "the leaf connection", func() bool { return s.Server().NumLeafNodes() == 1 })
 	hc, err := nats.Connect(hub.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 func startTestServer(t *testing.T, cfg EmbeddedConfig) *EmbeddedServer {
@@ -24,18 +26,6 @@ func startTestServer(t *testing.T, cfg EmbeddedConfig) *EmbeddedServer {
 	}
 	t.Cleanup(s.Shutdown)
 	return s
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestEmbeddedRoundTrip(t *testing.T) {
@@ -75,7 +65,7 @@ func TestEmbeddedRoundTrip(t *testing.T) {
 		t.Errorf("NumClients() = %d, want 1", n)
 	}
 	nc.Close()
-	waitFor(t, "the client to be gone", func() bool { return s.NumClients() == 0 })
+	poll.Until(t, 5*time.Second, "the client to be gone", func() bool { return s.NumClients() == 0 })
 }
 
 func TestEmbeddedShutdownIdempotent(t *testing.T) {
@@ -122,7 +112,7 @@ func TestEmbeddedShutdownLeavesNoGoroutines(t *testing.T) {
 		s.Shutdown()
 		nc.Close()
 	}
-	waitFor(t, "server goroutines to exit", func() bool { return runtime.NumGoroutine() <= before })
+	poll.Until(t, 5*time.Second, "server goroutines to exit", func() bool { return runtime.NumGoroutine() <= before })
 }
 
 func TestEmbeddedWildcardHostGivesLoopbackURL(t *testing.T) {

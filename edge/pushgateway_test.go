@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,19 +12,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/edge-agent/edge-agent/internal/harness"
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
-
-// waitUntil polls cond every 10ms until it holds or d passes.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // TestPusherAgainstRealPushgateway pushes to a real Pushgateway process:
 // the series appear under the grouping labels (and only the edge_election_
@@ -74,7 +64,7 @@ func TestPusherAgainstRealPushgateway(t *testing.T) {
 		}
 		return harness.Find(ms, "edge_election_term", key)
 	}
-	waitUntil(t, 10*time.Second, "the first push", func() bool { v, ok := value(); return ok && v == 1 })
+	poll.Until(t, 10*time.Second, "the first push", func() bool { v, ok := value(); return ok && v == 1 })
 	ms, err := pg.Metrics(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +85,7 @@ func TestPusherAgainstRealPushgateway(t *testing.T) {
 
 	g.Set(2)
 	p.Trigger()
-	waitUntil(t, 10*time.Second, "the triggered push", func() bool { v, _ := value(); return v == 2 })
+	poll.Until(t, 10*time.Second, "the triggered push", func() bool { v, _ := value(); return v == 2 })
 
 	// Offline: the Pushgateway goes away; pushes fail and are retried.
 	if err := pg.Stop(); err != nil {
@@ -103,14 +93,17 @@ func TestPusherAgainstRealPushgateway(t *testing.T) {
 	}
 	g.Set(3)
 	p.Trigger()
-	waitUntil(t, 10*time.Second, "two failed pushes", func() bool { _, f, _ := p.Stats(); return f >= 2 })
+	poll.Until(t, 10*time.Second, "two failed pushes", func() bool { _, f, _ := p.Stats(); return f >= 2 })
 	if err := pg.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "the retried push after the restart", func() bool { v, ok := value(); return ok && v == 3 })
-	if _, f, err := p.Stats(); f != 0 || err != nil {
-		t.Fatalf("after recovery: %d failures, %v", f, err)
-	}
+	// The Pushgateway has the value before the pusher has read its answer
+	// and counted the success: wait for both.
+	poll.UntilWhy(t, 10*time.Second, "the retried push after the restart, and the failures cleared", func() (bool, string) {
+		v, ok := value()
+		_, f, err := p.Stats()
+		return ok && v == 3 && f == 0 && err == nil, fmt.Sprintf("value %v (pushed %v), %d failures, %v", v, ok, f, err)
+	})
 
 	// Shutdown: the last values are pushed, and left in place.
 	g.Set(4)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edge-agent/edge-agent/internal/harness"
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // dutyHelperSource is a stand-in for a singleton duty, built by the test.
@@ -151,17 +152,21 @@ func TestE2EDutyNeverOnTwoGateways(t *testing.T) {
 	// duty started), has started, and returns that leadership.
 	waitDuty := func(a harness.Agreement) harness.Agreement {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for polls := 1; !hasDutyEvent(readDutyEvents(t, logPath), "start", a.Leader, a.Term); polls++ {
-			if time.Now().After(deadline) {
-				t.Fatalf("no duty started by %s for term %d: %+v", a.Leader, a.Term, readDutyEvents(t, logPath))
+		checked := time.Now()
+		err := poll.For(20*time.Second, "a duty to start", func() (bool, string) {
+			if hasDutyEvent(readDutyEvents(t, logPath), "start", a.Leader, a.Term) {
+				return true, ""
 			}
-			time.Sleep(5 * time.Millisecond)
-			if polls%20 == 0 {
+			if time.Since(checked) >= 100*time.Millisecond {
+				checked = time.Now()
 				if later, err := site.WaitAgreement(site.Running(), "", a.Term, 5*time.Millisecond, 10*time.Millisecond); err == nil {
 					a = later
 				}
 			}
+			return false, fmt.Sprintf("no duty started by %s for term %d", a.Leader, a.Term)
+		})
+		if err != nil {
+			t.Fatalf("%v: %+v", err, readDutyEvents(t, logPath))
 		}
 		return a
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/edge-agent/edge-agent/internal/dutycheck"
 	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/journalcheck"
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // faultDutySource is the duty of TestE2EDutyFaults, built by the test. The
@@ -116,6 +117,7 @@ func killAll(pids []int) {
 // print their goroutines (SIGQUIT; with E2E_LOG the stacks reach the log).
 func dumpStuck(t *testing.T, site *harness.Site) {
 	t.Helper()
+	var quit []*harness.Proc
 	for _, id := range site.Running() {
 		p := site.Proc(id)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -127,8 +129,21 @@ func dumpStuck(t *testing.T, site *harness.Site) {
 		}
 		t.Logf("%s (pid %d) does not answer /status (%v): SIGQUIT for its goroutines", id, p.Cmd.Process.Pid, err)
 		_ = p.Cmd.Process.Signal(syscall.SIGQUIT)
+		quit = append(quit, p)
 	}
-	time.Sleep(time.Second) // let the stacks be read
+	// A Go process prints its goroutines on SIGQUIT and exits; its output is
+	// all read once it has.
+	err := poll.For(5*time.Second, "the stacks of the agents sent SIGQUIT", func() (bool, string) {
+		for _, p := range quit {
+			if done, _ := p.Exited(); !done {
+				return false, p.ID + " still running"
+			}
+		}
+		return true, ""
+	})
+	if err != nil {
+		t.Log(err)
+	}
 }
 
 // dutyProcesses lists the processes that run with this test's marker and
@@ -269,15 +284,11 @@ func (d *dutyTail) poll() {
 // running waits until id's duty writes lines of term, and reports whether
 // it did within timeout.
 func (d *dutyTail) running(id string, term uint64, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	return poll.For(timeout, "the duty to write", func() (bool, string) {
 		d.poll()
-		if l, ok := d.last[id]; ok && l.Term == term && time.Since(time.Unix(0, l.At)) < 100*time.Millisecond {
-			return true
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return false
+		l, ok := d.last[id]
+		return ok && l.Term == term && time.Since(time.Unix(0, l.At)) < 100*time.Millisecond, ""
+	}) == nil
 }
 
 // TestE2EDutyFaults attacks the never-on-two-gateways promise of the leader
@@ -384,17 +395,16 @@ func dutyFaults(t *testing.T, fast bool, stops, kills int) {
 	// then stopping or starting.
 	settled := func(minTerm uint64) (a harness.Agreement, tree, duty []int) {
 		t.Helper()
-		for attempt := 0; attempt < 50; attempt++ {
+		poll.UntilWhy(t, 30*time.Second, "a leader with its whole duty tree running", func() (bool, string) {
 			a = leading(minTerm)
 			// The wrapper, its sleep and the worker (and the guard).
 			if tree, duty = dutyTree(marker, a.Leader, a.Term); len(duty) >= 3 {
-				return a, tree, duty
+				return true, ""
 			}
 			minTerm = a.Term - 1
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatal("no leader with its whole duty tree running")
-		return
+			return false, fmt.Sprintf("%d processes of %s's duty in term %d", len(duty), a.Leader, a.Term)
+		})
+		return a, tree, duty
 	}
 
 	// SIGSTOP.

@@ -15,7 +15,7 @@ import (
 // per-member permissions, messages are signed, a site password admits other
 // clients and a route password the cluster. Each test attacks the way the
 // issue's row did and asserts what must hold now; `go run
-// ./internal/attackbench -bin OLD -old` measures the same attacks on an
+// ./bench/attack -bin OLD -old` measures the same attacks on an
 // older build (docs/SECURITY.md has both).
 
 func newAttackSite(t *testing.T, o attack.Options) *attack.Site {

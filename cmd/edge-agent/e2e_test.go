@@ -14,6 +14,7 @@ import (
 
 	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/journalcheck"
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // binary is the edge-agent built once for the end-to-end tests.
@@ -276,23 +277,21 @@ func TestE2EFastFailoverOnServerAdvisory(t *testing.T) {
 	}
 	// Every follower must have a heartbeat that carries the leader's
 	// connection identity: poll until each has received two.
-	deadline := time.Now().Add(10 * time.Second)
-	for _, id := range site.IDs() {
-		if id == first.Leader {
-			continue
-		}
-		for {
+	heard := map[string]bool{first.Leader: true}
+	poll.UntilWhy(t, 10*time.Second, "two heartbeats at every follower", func() (bool, string) {
+		for _, id := range site.IDs() {
+			if heard[id] {
+				continue
+			}
 			_, m := httpGet(t, "http://"+site.Proc(id).HTTPAddr+"/metrics")
-			if strings.Contains(m, `edge_election_messages_total{direction="in",type="heartbeat"} 2`) ||
-				strings.Contains(m, `edge_election_messages_total{direction="in",type="heartbeat"} 3`) {
-				break
+			if !strings.Contains(m, `edge_election_messages_total{direction="in",type="heartbeat"} 2`) &&
+				!strings.Contains(m, `edge_election_messages_total{direction="in",type="heartbeat"} 3`) {
+				return false, id + " received no heartbeats"
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s received no heartbeats", id)
-			}
-			time.Sleep(10 * time.Millisecond)
+			heard[id] = true
 		}
-	}
+		return true, ""
+	})
 	if err := site.Kill(first.Leader); err != nil {
 		t.Fatal(err)
 	}

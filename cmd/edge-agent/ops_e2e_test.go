@@ -14,6 +14,7 @@ import (
 
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/internal/harness"
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // lineLog collects the agents' log lines (harness.Site.Log).
@@ -50,22 +51,6 @@ next:
 		n++
 	}
 	return n
-}
-
-// poll calls cond every 10ms until it holds or d passes.
-func poll(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %s", d, what, why)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestE2EPushgatewayAndWatch runs three agent processes that push to a real
@@ -126,7 +111,7 @@ func TestE2EPushgatewayAndWatch(t *testing.T) {
 		return false
 	}
 	// Let watch subscribe before the first election (D = 300ms away).
-	poll(t, 10*time.Second, "watch to subscribe", func() (bool, string) {
+	poll.UntilWhy(t, 10*time.Second, "watch to subscribe", func() (bool, string) {
 		return ns.NumSubscriptions() > 0, "no subscription yet"
 	})
 	if err := site.StartAll(); err != nil {
@@ -164,7 +149,7 @@ func TestE2EPushgatewayAndWatch(t *testing.T) {
 		}
 		return true, ""
 	}
-	poll(t, 10*time.Second, "the first leadership in the Pushgateway", func() (bool, string) { return pushed(ids, first.Leader, first.Term) })
+	poll.UntilWhy(t, 10*time.Second, "the first leadership in the Pushgateway", func() (bool, string) { return pushed(ids, first.Leader, first.Term) })
 	ms, err := pg.Metrics(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +163,7 @@ func TestE2EPushgatewayAndWatch(t *testing.T) {
 	}
 	for _, id := range ids {
 		id := id
-		poll(t, 10*time.Second, "watch to stream "+id+"'s first leader", func() (bool, string) {
+		poll.UntilWhy(t, 10*time.Second, "watch to stream "+id+"'s first leader", func() (bool, string) {
 			return sawEvent(id, first.Leader, first.Term), "not yet"
 		})
 	}
@@ -197,18 +182,18 @@ func TestE2EPushgatewayAndWatch(t *testing.T) {
 	}
 	for _, id := range ids {
 		id := id
-		poll(t, 10*time.Second, "watch to stream the transfer seen by "+id, func() (bool, string) {
+		poll.UntilWhy(t, 10*time.Second, "watch to stream the transfer seen by "+id, func() (bool, string) {
 			return sawEvent(id, second.Leader, second.Term), "not yet"
 		})
 	}
-	poll(t, 10*time.Second, "every agent to fail a push", func() (bool, string) {
+	poll.UntilWhy(t, 10*time.Second, "every agent to fail a push", func() (bool, string) {
 		n := logs.count("push to the Pushgateway failed")
 		return n >= len(ids), fmt.Sprintf("%d agents logged a failed push", n)
 	})
 	if err := pg.Start(); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 10*time.Second, "the change in the restarted Pushgateway", func() (bool, string) { return pushed(ids, second.Leader, second.Term) })
+	poll.UntilWhy(t, 10*time.Second, "the change in the restarted Pushgateway", func() (bool, string) { return pushed(ids, second.Leader, second.Term) })
 	if n := logs.count("pushes to the Pushgateway resumed"); n == 0 {
 		t.Error("no agent logged that its pushes resumed")
 	}
@@ -227,7 +212,7 @@ func TestE2EPushgatewayAndWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 10*time.Second, "the final push of the stopped leader", func() (bool, string) {
+	poll.UntilWhy(t, 10*time.Second, "the final push of the stopped leader", func() (bool, string) {
 		ok, why := pushed(rest, third.Leader, third.Term)
 		if !ok {
 			return false, why

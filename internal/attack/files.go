@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/edge-agent/edge-agent/internal/harness"
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // Secrets of row 7.
@@ -115,13 +116,17 @@ pushgateway:
 	if !srv.ReadyForConnections(10 * time.Second) {
 		return r, fmt.Errorf("nats-server not ready after restart")
 	}
-	time.Sleep(2 * time.Second) // the agent reconnects
+	err = poll.For(2*time.Second, "the agent to reconnect", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(log.String(), "reconnected"), ""
+	})
 	cancel()
 	_ = cmd.Wait()
 	mu.Lock()
 	text := log.String()
 	mu.Unlock()
-	if !strings.Contains(text, "reconnected") {
+	if err != nil {
 		return r, fmt.Errorf("the agent did not reconnect:\n%s", text)
 	}
 	r.Log = r.count(text)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // Row4 is what captured heartbeats of a dead leader, replayed after a power
@@ -182,18 +183,23 @@ func AttackRow5(s *Site) (Row5, error) {
 	if err := s.Kill(victim); err != nil {
 		return r, err
 	}
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	// The leader sees the victim gone, or 10 s pass: the restart goes on
+	// either way.
+	var statusErr error
+	_ = poll.For(10*time.Second, "the leader to see "+victim+" gone", func() (bool, string) {
 		ls, err := s.Status(a.Leader)
 		if err != nil {
-			return r, err
+			statusErr = err
+			return true, ""
 		}
 		dead := true
 		for _, m := range ls.Members {
 			dead = dead && !(m.ID == victim && m.Alive)
 		}
-		if dead {
-			break
-		}
+		return dead, ""
+	})
+	if statusErr != nil {
+		return r, statusErr
 	}
 	if err := os.RemoveAll(filepath.Join(s.Dir, victim)); err != nil {
 		return r, err
@@ -202,8 +208,8 @@ func AttackRow5(s *Site) (Row5, error) {
 	if _, err := s.Start(victim); err != nil {
 		return r, err
 	}
-	deadline := t0.Add(40 * time.Second)
-	for time.Now().Before(deadline) {
+	// A fixed 5 ms interval (poll.Every): Rejoin is a measured time.
+	_ = poll.Every(5*time.Millisecond, time.Until(t0.Add(40*time.Second)), victim+" to rejoin", func() (bool, string) {
 		st, err1 := s.Status(victim)
 		ls, err2 := s.Status(a.Leader)
 		if err1 == nil && err2 == nil && st.Leader == a.Leader && ls.Role == "leader" {
@@ -213,11 +219,11 @@ func AttackRow5(s *Site) (Row5, error) {
 			}
 			if alive {
 				r.Rejoin = time.Since(t0)
-				break
+				return true, ""
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false, ""
+	})
 	if r.Rejoin < 0 {
 		return r, nil
 	}

@@ -1,8 +1,8 @@
 // Package attack attacks a site of real edge-agent processes the way a
 // hostile or broken peer would, and measures what each attack achieves: the
-// end-to-end security tests assert on its figures, and internal/attackbench
-// prints them for any build (so that a build without a fix can be measured
-// the same way).
+// end-to-end security tests assert on its figures, and bench/attack prints
+// them for any build (so that a build without a fix can be measured the
+// same way).
 //
 // The site is the most secure documented setup: three gateways, each agent
 // embedding a nats-server clustered with the others' through routes that
@@ -29,6 +29,7 @@ import (
 
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/internal/harness"
+	"github.com/edge-agent/edge-agent/internal/poll"
 	"github.com/edge-agent/edge-agent/internal/procstat"
 )
 
@@ -203,12 +204,11 @@ func (s *Site) RouteAttacker() (*nats.Conn, error) {
 	s.mu.Lock()
 	s.attacker = append(s.attacker, srv)
 	s.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for srv.NumRoutes() < len(s.Running()) {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("attacker's server has %d routes, want %d", srv.NumRoutes(), len(s.Running()))
-		}
-		time.Sleep(10 * time.Millisecond)
+	err = poll.For(10*time.Second, "the attacker's server's routes", func() (bool, string) {
+		return srv.NumRoutes() >= len(s.Running()), fmt.Sprintf("%d routes, want %d", srv.NumRoutes(), len(s.Running()))
+	})
+	if err != nil {
+		return nil, err
 	}
 	return nats.Connect(srv.ClientURL(), nats.Name("route-attacker"))
 }

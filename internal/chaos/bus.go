@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // RoutePingInterval is how often the clustered servers of a Bus ping each
@@ -253,14 +254,15 @@ func NewBus(seed uint64, systemAccount bool) (*Bus, error) {
 // Routed reports whether both servers have a route to each other.
 func (b *Bus) Routed() bool { return b.A.NumRoutes() > 0 && b.B.NumRoutes() > 0 }
 
-// WaitRouted polls until both servers are routed, or fails after timeout.
+// WaitRouted polls every 5 ms until both servers are routed, or fails after
+// timeout. The interval is fixed (poll.Every): the partition scenario dates
+// the bus whole again by its return.
 func (b *Bus) WaitRouted(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for !b.Routed() {
-		if time.Now().After(deadline) {
-			return errors.New("chaos: servers A and B not routed within " + timeout.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	err := poll.Every(5*time.Millisecond, timeout, "servers A and B to be routed", func() (bool, string) {
+		return b.Routed(), fmt.Sprintf("routes: A %d, B %d", b.A.NumRoutes(), b.B.NumRoutes())
+	})
+	if err != nil {
+		return fmt.Errorf("chaos: %w", err)
 	}
 	return nil
 }

@@ -10,20 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-)
 
-// waitUntil polls cond every few milliseconds until it holds, or fails the
-// test after d.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+	"github.com/edge-agent/edge-agent/internal/poll"
+)
 
 func startServer(t *testing.T) *Server {
 	t.Helper()
@@ -165,7 +154,7 @@ func TestProxyNATSModePassesEveryFrameIntact(t *testing.T) {
 	if err := pub.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "all messages", func() bool { return viaProxy.n() == n && viaServer.n() == n })
+	poll.Until(t, 10*time.Second, "all messages", func() bool { return viaProxy.n() == n && viaServer.n() == n })
 	for _, c := range []*collector{viaProxy, viaServer} {
 		msgs, _ := c.snapshot()
 		checkInOrder(t, msgs, size)
@@ -211,7 +200,7 @@ func TestProxyDropsWholeMessagesKeepingTheStreamWellFormed(t *testing.T) {
 				st := p.Stats()
 				return int(st.Up.Dropped + st.Down.Dropped)
 			}
-			waitUntil(t, 10*time.Second, "every message delivered or dropped", func() bool { return got.n()+dropped() == n })
+			poll.Until(t, 10*time.Second, "every message delivered or dropped", func() bool { return got.n()+dropped() == n })
 			msgs, _ := got.snapshot()
 			checkInOrder(t, msgs, size)
 			// 30% of 2000: 600 expected, sd about 20.
@@ -234,7 +223,7 @@ func TestProxyDropsWholeMessagesKeepingTheStreamWellFormed(t *testing.T) {
 			if err := sub.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			waitUntil(t, 5*time.Second, "100 more drops", func() bool { return dropped() >= 100+int(n)-before })
+			poll.Until(t, 5*time.Second, "100 more drops", func() bool { return dropped() >= 100+int(n)-before })
 			if got.n() != before || !pub.IsConnected() || !sub.IsConnected() {
 				t.Fatalf("with drop 1: delivered %d more, connected %v %v", got.n()-before, pub.IsConnected(), sub.IsConnected())
 			}
@@ -242,7 +231,7 @@ func TestProxyDropsWholeMessagesKeepingTheStreamWellFormed(t *testing.T) {
 			if err := pub.Publish("loss", payload(n+100, 10)); err != nil {
 				t.Fatal(err)
 			}
-			waitUntil(t, 5*time.Second, "delivery after heal", func() bool { return got.n() == before+1 })
+			poll.Until(t, 5*time.Second, "delivery after heal", func() bool { return got.n() == before+1 })
 		})
 	}
 	p := newProxy(t, s.ClientAddr(), Raw)
@@ -270,7 +259,7 @@ func TestProxyDelayKeepsOrder(t *testing.T) {
 			time.Sleep(3 * time.Millisecond) // spread the sends over a few jitter periods
 		}
 	}
-	waitUntil(t, 10*time.Second, "all delayed messages", func() bool { return got.n() == n })
+	poll.Until(t, 10*time.Second, "all delayed messages", func() bool { return got.n() == n })
 	msgs, at := got.snapshot()
 	checkInOrder(t, msgs, func(int) int { return 16 })
 	var maxLate time.Duration
@@ -296,18 +285,18 @@ func TestProxyCutResetsAndRefusesUntilHeal(t *testing.T) {
 		nats.DisconnectErrHandler(func(*nats.Conn, error) { note("disconnected") }),
 		nats.ReconnectHandler(func(*nats.Conn) { note("reconnected") }))
 	p.Cut()
-	waitUntil(t, 2*time.Second, "the client to see the cut", func() bool { return !nc.IsConnected() })
+	poll.Until(t, 2*time.Second, "the client to see the cut", func() bool { return !nc.IsConnected() })
 	time.Sleep(200 * time.Millisecond) // hold the cut while the client retries
 	if nc.IsConnected() || p.Stats().Refused == 0 {
 		t.Fatalf("during the cut: connected %v, stats %+v", nc.IsConnected(), p.Stats())
 	}
 	p.Heal()
-	waitUntil(t, 2*time.Second, "the client to reconnect", nc.IsConnected)
+	poll.Until(t, 2*time.Second, "the client to reconnect", nc.IsConnected)
 	got := subscribe(t, nc, "after")
 	if err := nc.Publish("after", payload(0, 1)); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 2*time.Second, "a message after the heal", func() bool { return got.n() == 1 })
+	poll.Until(t, 2*time.Second, "a message after the heal", func() bool { return got.n() == 1 })
 	mu.Lock()
 	defer mu.Unlock()
 	if strings.Join(events, ",") != "disconnected,reconnected" {
@@ -333,14 +322,14 @@ func TestProxyCutOneWayHoldsThatDirectionOnly(t *testing.T) {
 		}
 	}
 	// Up still flows: the agent's messages arrive.
-	waitUntil(t, 2*time.Second, "the agent's messages", func() bool { return fromAgent.n() == 10 })
+	poll.Until(t, 2*time.Second, "the agent's messages", func() bool { return fromAgent.n() == 10 })
 	time.Sleep(200 * time.Millisecond) // hold the cut
 	if toAgent.n() != 0 {
 		t.Fatalf("%d messages crossed a cut direction", toAgent.n())
 	}
 	// Held, not lost: they arrive, in order, when the link heals.
 	p.Heal()
-	waitUntil(t, 2*time.Second, "held messages after the heal", func() bool { return toAgent.n() == 10 })
+	poll.Until(t, 2*time.Second, "held messages after the heal", func() bool { return toAgent.n() == 10 })
 	msgs, _ := toAgent.snapshot()
 	checkInOrder(t, msgs, func(int) int { return 8 })
 
@@ -353,13 +342,13 @@ func TestProxyCutOneWayHoldsThatDirectionOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, 2*time.Second, "messages to the agent", func() bool { return toAgent.n() == 15 })
+	poll.Until(t, 2*time.Second, "messages to the agent", func() bool { return toAgent.n() == 15 })
 	time.Sleep(200 * time.Millisecond) // hold the cut
 	if fromAgent.n() != 10 {
 		t.Fatalf("%d messages crossed a cut direction", fromAgent.n()-10)
 	}
 	p.Heal()
-	waitUntil(t, 2*time.Second, "held messages after the heal", func() bool { return fromAgent.n() == 15 })
+	poll.Until(t, 2*time.Second, "held messages after the heal", func() bool { return fromAgent.n() == 15 })
 }
 
 func TestProxyBlackHoleAcceptsButNeverAnswers(t *testing.T) {
@@ -386,7 +375,7 @@ func TestProxyBlackHoleAcceptsButNeverAnswers(t *testing.T) {
 		t.Fatal("a message crossed a black hole")
 	}
 	p.Heal()
-	waitUntil(t, 2*time.Second, "the held message", func() bool { return got.n() == 1 })
+	poll.Until(t, 2*time.Second, "the held message", func() bool { return got.n() == 1 })
 	connect(t, p.URL()).Close()
 }
 
@@ -410,19 +399,24 @@ func TestRouteProxySplitsTheBus(t *testing.T) {
 	if ds := behind.DiscoveredServers(); len(ds) != 0 {
 		t.Fatalf("a client behind a proxy discovered %v", ds)
 	}
+	// Probes on a subject of their own show that the bus carries messages
+	// from B to A: a probe still in flight when the wait ends must not count
+	// among the messages on x below.
+	probes := subscribe(t, onA, "probe")
 	seq := 0
-	delivered := func() bool {
-		seq++
-		if err := onB.Publish("x", payload(seq, 4)); err != nil {
-			t.Fatal(err)
+	deliveredSince := func(n int) func() bool {
+		return func() bool {
+			seq++
+			if err := onB.Publish("probe", payload(seq, 4)); err != nil {
+				t.Fatal(err)
+			}
+			return probes.n() > n
 		}
-		time.Sleep(5 * time.Millisecond)
-		return got.n() > 0
 	}
-	waitUntil(t, 5*time.Second, "B to A delivery", delivered)
+	poll.Until(t, 5*time.Second, "B to A delivery", deliveredSince(0))
 
 	bus.Route.Cut()
-	waitUntil(t, 2*time.Second, "the route to drop", func() bool { return bus.A.NumRoutes() == 0 && bus.B.NumRoutes() == 0 })
+	poll.Until(t, 2*time.Second, "the route to drop", func() bool { return bus.A.NumRoutes() == 0 && bus.B.NumRoutes() == 0 })
 	before := got.n()
 	for i := 0; i < 30; i++ {
 		time.Sleep(50 * time.Millisecond) // hold the split: B keeps retrying its route
@@ -441,8 +435,7 @@ func TestRouteProxySplitsTheBus(t *testing.T) {
 	if err := bus.WaitRouted(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	before = got.n()
-	waitUntil(t, 5*time.Second, "delivery after the heal", func() bool { return delivered() && got.n() > before })
+	poll.Until(t, 5*time.Second, "delivery after the heal", deliveredSince(probes.n()))
 
 	bus.Route.BlackHole()
 	before = got.n()
@@ -456,5 +449,5 @@ func TestRouteProxySplitsTheBus(t *testing.T) {
 		t.Fatalf("black-holed route: %d crossed, routed %v", got.n()-before, bus.Routed())
 	}
 	bus.Route.Heal()
-	waitUntil(t, 5*time.Second, "held messages after the heal", func() bool { return got.n() == before+5 })
+	poll.Until(t, 5*time.Second, "held messages after the heal", func() bool { return got.n() == before+5 })
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/journalcheck"
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // The scenarios start real agent processes and take minutes, so they run
@@ -260,20 +261,20 @@ func (w *world) agree(ids []string, exclude string, minTerm uint64, timeout time
 // /status), at least a quorum of them, all report the same leader and that
 // leader reports itself leader. Agents still waiting to reconnect (their NATS
 // client backs off up to 5 s, ±50%) are left out: they cannot hear anyone.
+// It polls every 5 ms (poll.Every): the recovery figures are taken from the
+// agreement's At.
 func (w *world) agreeConnected(timeout time.Duration) (harness.Agreement, error) {
-	deadline := time.Now().Add(timeout)
-	var why string
-	for {
-		a, ok, reason := w.connectedAgreement()
-		if ok {
-			return a, nil
-		}
-		why = reason
-		if time.Now().After(deadline) {
-			return harness.Agreement{}, fmt.Errorf("no agreement among connected agents within %s: %s", timeout, why)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var a harness.Agreement
+	err := poll.Every(5*time.Millisecond, timeout, "agreement among connected agents", func() (bool, string) {
+		var ok bool
+		var why string
+		a, ok, why = w.connectedAgreement()
+		return ok, why
+	})
+	if err != nil {
+		return harness.Agreement{}, err
 	}
+	return a, nil
 }
 
 func (w *world) connectedAgreement() (harness.Agreement, bool, string) {

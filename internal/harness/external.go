@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // ExternalNATS is a nats-server run as its own process from a binary (for
@@ -50,19 +52,19 @@ no_auth_user: app
 	}
 	logf.Close()
 	e := &ExternalNATS{cmd: cmd, url: fmt.Sprintf("nats://127.0.0.1:%d", port)}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	err = poll.For(10*time.Second, fmt.Sprintf("%s to listen on port %d", bin, port), func() (bool, string) {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return e, nil
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			e.Shutdown()
-			return nil, fmt.Errorf("%s did not listen on port %d within 10s: %w", bin, port, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling the port until the server listens
+		c.Close()
+		return true, ""
+	})
+	if err != nil {
+		e.Shutdown()
+		return nil, err
 	}
+	return e, nil
 }
 
 // ClientURL returns the server's client URL.

@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // BuildBinary compiles cmd/edge-agent into dir and returns its path. It
@@ -331,27 +332,29 @@ type Agreement struct {
 	At time.Time
 }
 
-// WaitAgreement polls the /status of ids every poll until all report the
-// same leader, not equal to exclude, in a term above minTerm, and that
-// leader (if among ids) reports itself leader. It fails after timeout.
-func (s *Site) WaitAgreement(ids []string, exclude string, minTerm uint64, poll, timeout time.Duration) (Agreement, error) {
+// WaitAgreement polls the /status of ids until all report the same leader,
+// not equal to exclude, in a term above minTerm, and that leader (if among
+// ids) reports itself leader. It fails after timeout. It checks at the fixed
+// interval every (poll.Every): At is a measured time, failover figures are
+// taken from it.
+func (s *Site) WaitAgreement(ids []string, exclude string, minTerm uint64, every, timeout time.Duration) (Agreement, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	var a Agreement
 	var last string
-	for {
-		a, ok, why := s.agreement(ctx, ids, exclude, minTerm)
-		if ok {
-			return a, nil
-		}
-		if ctx.Err() == nil {
+	err := poll.Every(every, timeout, "agreement", func() (bool, string) {
+		var ok bool
+		var why string
+		a, ok, why = s.agreement(ctx, ids, exclude, minTerm)
+		if !ok && ctx.Err() == nil {
 			last = why // not the poll the deadline cut short
 		}
-		select {
-		case <-ctx.Done():
-			return Agreement{}, fmt.Errorf("no agreement within %s: %s; now: %s", timeout, last, s.describe(ids))
-		case <-time.After(poll):
-		}
+		return ok, last
+	})
+	if err != nil {
+		return Agreement{}, fmt.Errorf("no agreement within %s: %s; now: %s", timeout, last, s.describe(ids))
 	}
+	return a, nil
 }
 
 // describe gives what each of ids reports now (for a failure message).

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // PushgatewayBin is where Debian's prometheus-pushgateway package installs
@@ -88,27 +90,33 @@ func (pg *Pushgateway) Start() error {
 		_ = cmd.Wait()
 		close(pg.exited)
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	exited := false
+	err := poll.For(20*time.Second, "pushgateway on "+pg.Addr+" to be ready", func() (bool, string) {
 		resp, err := httpClient.Get(pg.URL() + "/-/ready")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				return true, ""
 			}
+			err = fmt.Errorf("/-/ready: %s", resp.Status)
 		}
 		select {
 		case <-pg.exited:
-			pg.cmd = nil
-			return fmt.Errorf("pushgateway exited at start (port %s taken?)", pg.Addr)
+			exited = true // nothing more to wait for
+			return true, ""
 		default:
 		}
-		if time.Now().After(deadline) {
-			_ = pg.Stop()
-			return fmt.Errorf("pushgateway on %s not ready within 20s: %v", pg.Addr, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return false, err.Error()
+	})
+	switch {
+	case exited:
+		pg.cmd = nil
+		return fmt.Errorf("pushgateway exited at start (port %s taken?)", pg.Addr)
+	case err != nil:
+		_ = pg.Stop()
+		return err
 	}
+	return nil
 }
 
 // Stop terminates the process and waits for it to exit.

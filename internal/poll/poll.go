@@ -2,7 +2,8 @@
 // true: it checks the condition again and again, a little longer apart each
 // time (from 1 ms to 10 ms), until it holds or a deadline passes. Tests use it
 // instead of sleeping for a fixed time; it is the one polling helper of the
-// repository's tests and tools.
+// repository's tests and tools. Every checks at a fixed interval instead, for
+// a wait whose end is itself a measurement.
 package poll
 
 import (
@@ -20,8 +21,20 @@ const maxInterval = 10 * time.Millisecond
 // naming what after d has passed with cond still false. The last reason cond
 // gave is in the error.
 func For(d time.Duration, what string, cond func() (bool, string)) error {
+	return wait(d, time.Millisecond, maxInterval, what, cond)
+}
+
+// Every is For with a fixed interval between checks, for a wait whose end is
+// a measured time (a failover, a recovery): For's steps growing to 10 ms
+// would date the change up to 10 ms late, Every dates it within interval.
+func Every(interval, d time.Duration, what string, cond func() (bool, string)) error {
+	return wait(d, interval, interval, what, cond)
+}
+
+// wait checks cond every interval, doubling it up to maxStep, until cond
+// holds or d has passed.
+func wait(d, interval, maxStep time.Duration, what string, cond func() (bool, string)) error {
 	deadline := time.Now().Add(d)
-	interval := time.Millisecond
 	for {
 		ok, why := cond()
 		if ok {
@@ -34,7 +47,7 @@ func For(d time.Duration, what string, cond func() (bool, string)) error {
 			return fmt.Errorf("timed out after %s waiting for %s", d, what)
 		}
 		time.Sleep(min(interval, time.Until(deadline)))
-		interval = min(2*interval, maxInterval)
+		interval = min(2*interval, maxStep)
 	}
 }
 

@@ -41,3 +41,21 @@ func TestForChecksBeforeWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Every keeps its interval: a wait of 60 ms at 20 ms checks the condition
+// about four times (at 0, 20, 40 and 60 ms), where For would check it about
+// ten times; and it times out like For.
+func TestEveryKeepsItsInterval(t *testing.T) {
+	var calls atomic.Int32
+	err := Every(20*time.Millisecond, 60*time.Millisecond, "the impossible", func() (bool, string) {
+		calls.Add(1)
+		return false, "never"
+	})
+	if err == nil || !strings.HasSuffix(err.Error(), "never") {
+		t.Fatalf("Every returned %v, want a timeout with the last reason", err)
+	}
+	// Sleeps may run long on a loaded machine, never short: at most 4 calls.
+	if n := calls.Load(); n < 2 || n > 4 {
+		t.Fatalf("cond called %d times in 60 ms at a 20 ms interval, want 2 to 4", n)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/election"
 	"github.com/edge-agent/edge-agent/internal/harness"
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // member is one agent running in this process on a NATS connection of its
@@ -158,18 +159,21 @@ func (g *group) agreement(minTerm uint64) (string, uint64, bool) {
 	return leader, lm.a.Term(), true
 }
 
-// waitAgreement polls agreement every poll until it holds or timeout passes.
-func (g *group) waitAgreement(minTerm uint64, poll, timeout time.Duration) (string, uint64, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		if l, t, ok := g.agreement(minTerm); ok {
-			return l, t, nil
-		}
-		if time.Now().After(deadline) {
-			return "", 0, fmt.Errorf("group %s: no agreement above term %d within %s", g.name, minTerm, timeout)
-		}
-		time.Sleep(poll)
+// waitAgreement checks agreement every interval until it holds or timeout
+// passes. The interval is fixed (poll.Every) and short: the deliveries are
+// counted from the crash until the members agree.
+func (g *group) waitAgreement(minTerm uint64, every, timeout time.Duration) (string, uint64, error) {
+	var leader string
+	var term uint64
+	err := poll.Every(every, timeout, fmt.Sprintf("agreement above term %d", minTerm), func() (bool, string) {
+		var ok bool
+		leader, term, ok = g.agreement(minTerm)
+		return ok, ""
+	})
+	if err != nil {
+		return "", 0, fmt.Errorf("group %s: %w", g.name, err)
 	}
+	return leader, term, nil
 }
 
 // leaders counts the running members that lead with a valid lease.

@@ -9,8 +9,8 @@
 // with the same duty under an edge-agent without a guard (an older build),
 // and it always measures an idle leader without any duty.
 //
-//	go run ./internal/guardfootprint                                  # builds the binary like make build
-//	go run ./internal/guardfootprint -base-bin /tmp/old/edge-agent -heartbeat 100ms
+//	go run ./bench/guardfootprint                                  # builds the binary like make build
+//	go run ./bench/guardfootprint -base-bin /tmp/old/edge-agent -heartbeat 100ms
 package main
 
 import (
@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/edge-agent/edge-agent/internal/harness"
+	"github.com/edge-agent/edge-agent/internal/poll"
 	"github.com/edge-agent/edge-agent/internal/procstat"
 )
 
@@ -98,13 +99,12 @@ func measure(name string, site *harness.Site, guard bool, hb, settle time.Durati
 	leader := site.Proc(a.Leader).Cmd.Process.Pid
 	var guardPid int
 	if guard {
-		deadline := time.Now().Add(30 * time.Second)
-		for guardPid == 0 {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%s: no duty guard under the leader %d", name, leader)
-			}
+		err := poll.For(30*time.Second, fmt.Sprintf("%s: a duty guard under the leader %d", name, leader), func() (bool, string) {
 			guardPid = childRunning(leader, "duty-guard")
-			time.Sleep(50 * time.Millisecond)
+			return guardPid != 0, ""
+		})
+		if err != nil {
+			return err
 		}
 	}
 	time.Sleep(settle)

@@ -8,9 +8,9 @@
 // the linux/arm64 binary as make build-arm64 does (and without inlining) and
 // records everything for make bench.
 //
-//	go run ./internal/footprint                      # builds the binary like make build
-//	go run ./internal/footprint -bin bin/edge-agent  # measures a given binary
-//	go run ./internal/footprint -heartbeat 100ms -samples 30 -json bin/bench/footprint.json
+//	go run ./bench/footprint                      # builds the binary like make build
+//	go run ./bench/footprint -bin bin/edge-agent  # measures a given binary
+//	go run ./bench/footprint -heartbeat 100ms -samples 30 -json bin/bench/footprint.json
 package main
 
 import (

@@ -1,10 +1,10 @@
-// Command attackbench attacks a secure three-gateway site of real edge-agent
+// Command attack attacks a secure three-gateway site of real edge-agent
 // processes (internal/attack) and prints what each attack achieved, for the
 // binary given (the tree's by default): the figures of docs/SECURITY.md and
 // of the closing note, before and after, come from it.
 //
-//	go run ./internal/attackbench -rows 1,2,3            # this tree
-//	go run ./internal/attackbench -bin /tmp/old/edge-agent -old -rows all
+//	go run ./bench/attack -rows 1,2,3            # this tree
+//	go run ./bench/attack -bin /tmp/old/edge-agent -old -rows all
 package main
 
 import (
@@ -112,6 +112,6 @@ func report(name string, r fmt.Stringer, err error) {
 }
 
 func fail(err error) {
-	fmt.Fprintln(os.Stderr, "attackbench:", err)
+	fmt.Fprintln(os.Stderr, "attack:", err)
 	os.Exit(1)
 }

@@ -1,3 +1,10 @@
+// Command env prints the machine and the versions that `make bench` runs
+// with (CPU, cores, memory, OS, kernel, Go, nats-server, nats.go, the commit,
+// the load average) and with -json writes them for bench/report, which heads
+// docs/BENCHMARKS.md with them. Its JSON keeps the program name "bench env",
+// the key the report knows it by.
+//
+//	go run ./bench/env -json out/env.json
 package main
 
 import (
@@ -16,11 +23,17 @@ import (
 	"github.com/edge-agent/edge-agent/internal/benchresult"
 )
 
+func main() {
+	jsonPath := flag.String("json", "", "write the description here")
+	flag.Parse()
+	if err := env(*jsonPath); err != nil {
+		fmt.Fprintln(os.Stderr, "env:", err)
+		os.Exit(1)
+	}
+}
+
 // env records the machine and the versions the benchmarks ran with.
-func env(args []string) error {
-	fs := flag.NewFlagSet("env", flag.ExitOnError)
-	jsonPath := fs.String("json", "", "write the description here")
-	_ = fs.Parse(args)
+func env(jsonPath string) error {
 	kv := []benchresult.KV{
 		{Key: "date", Value: time.Now().UTC().Format("2006-01-02 15:04 UTC")},
 		{Key: "commit", Value: gitDescribe()},
@@ -37,10 +50,10 @@ func env(args []string) error {
 	for _, e := range kv {
 		fmt.Printf("%-22s %s\n", e.Key+":", e.Value)
 	}
-	if *jsonPath == "" {
+	if jsonPath == "" {
 		return nil
 	}
-	return benchresult.Write(*jsonPath, benchresult.File{Program: "bench env", Started: time.Now().UTC().Format(time.RFC3339), Env: kv})
+	return benchresult.Write(jsonPath, benchresult.File{Program: "bench env", Started: time.Now().UTC().Format(time.RFC3339), Env: kv})
 }
 
 func gitDescribe() string {

@@ -149,7 +149,7 @@ func scale(args []string) error {
 		Started: began.UTC().Format(time.RFC3339), Seconds: time.Since(began).Seconds(), Series: out})
 }
 
-// startServerProcess runs `bench serve` as a child and returns it with the
+// startServerProcess runs `groups serve` as a child and returns it with the
 // URL it listens on.
 func startServerProcess() (*exec.Cmd, string, error) {
 	self, err := os.Executable()
@@ -174,7 +174,7 @@ func startServerProcess() (*exec.Cmd, string, error) {
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return nil, "", fmt.Errorf("bench serve: %w", err)
+		return nil, "", fmt.Errorf("groups serve: %w", err)
 	}
 	return cmd, strings.TrimSpace(line), nil
 }

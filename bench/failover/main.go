@@ -1,4 +1,4 @@
-// Command failoverbench measures crash failover, silent-failure failover and
+// Command failover measures crash failover, silent-failure failover and
 // graceful handover of real edge-agent processes on one real NATS server (or
 // on clustered embedded servers, -cluster): it SIGKILLs (-mode kill), freezes
 // with SIGSTOP (-mode freeze) or SIGTERMs (-mode term) the leader, or asks it
@@ -12,9 +12,9 @@
 // the agents). It checks the merged leadership journals for lease overlap,
 // and with -json records the samples for `make bench`.
 //
-//	go run ./internal/failoverbench -trials 30 -agents 5 -heartbeat 100ms -misses 3
-//	go run ./internal/failoverbench -fast -mode freeze -json out/freeze.json
-//	go run ./internal/failoverbench -mode transfer
+//	go run ./bench/failover -trials 30 -agents 5 -heartbeat 100ms -misses 3
+//	go run ./bench/failover -fast -mode freeze -json out/freeze.json
+//	go run ./bench/failover -mode transfer
 package main
 
 import (
@@ -37,6 +37,7 @@ import (
 	"github.com/edge-agent/edge-agent/internal/benchresult"
 	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/journalcheck"
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // The modes: how the leader is taken away.
@@ -83,7 +84,7 @@ func main() {
 	flag.BoolVar(&o.cluster, "cluster", false, "an offline site: every agent runs an embedded server, clustered with the others (with -fast the fast path is route closures; without it, heartbeats only)")
 	flag.Parse()
 	if err := run(o); err != nil {
-		fmt.Fprintln(os.Stderr, "failoverbench:", err)
+		fmt.Fprintln(os.Stderr, "failover:", err)
 		os.Exit(1)
 	}
 }
@@ -479,11 +480,12 @@ func (l *eventLog) add(m *nats.Msg) {
 // agreed returns when the last of ids saw leader in term, by its own clock,
 // waiting up to timeout for their events to arrive.
 func (l *eventLog) agreed(ids []string, leader string, term uint64, timeout time.Duration) (time.Time, bool) {
-	deadline := time.Now().Add(timeout)
-	for {
-		var last time.Time
+	var last time.Time
+	err := poll.For(timeout, "the agents' leader-change events", func() (bool, string) {
+		last = time.Time{}
 		n := 0
 		l.mu.Lock()
+		defer l.mu.Unlock()
 		for _, id := range ids {
 			for _, c := range l.evs {
 				if c.ID == id && c.Leader == leader && c.Term == term {
@@ -495,15 +497,12 @@ func (l *eventLog) agreed(ids []string, leader string, term uint64, timeout time
 				}
 			}
 		}
-		l.mu.Unlock()
-		if n == len(ids) {
-			return last, true
-		}
-		if time.Now().After(deadline) {
-			return time.Time{}, false
-		}
-		time.Sleep(5 * time.Millisecond)
+		return n == len(ids), ""
+	})
+	if err != nil {
+		return time.Time{}, false
 	}
+	return last, true
 }
 
 // transfer asks the group's leader to hand over to nominee, as
