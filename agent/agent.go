@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -98,7 +99,7 @@ type Agent struct {
 	transport Transport
 	store     Store
 	node      election.Node
-	signer    *Signing // with signing_seed: signs election and control messages
+	signer    *wire.Signing // with signing_seed: signs election and control messages
 
 	start time.Time // monotonic base for the lease
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -131,8 +132,8 @@ func (c *Config) Validate() error {
 	if len(c.Members) == 0 {
 		return errors.New("members: at least one member is required")
 	}
-	if len(c.Members) > WireMaxMembers {
-		return fmt.Errorf("members: %d members exceed the limit of %d", len(c.Members), WireMaxMembers)
+	if len(c.Members) > wire.WireMaxMembers {
+		return fmt.Errorf("members: %d members exceed the limit of %d", len(c.Members), wire.WireMaxMembers)
 	}
 	seen := map[string]bool{}
 	self := false
@@ -270,7 +271,7 @@ func (c *Config) validateSigning() error {
 			return fmt.Errorf("member_keys: %q for %q is not an nkey user public key (U...)", k, m.ID)
 		}
 	}
-	if _, err := NewSigning(c.ID, bytes.TrimSpace(seed), c.MemberKeys, 1); err != nil {
+	if _, err := wire.NewSigning(c.ID, bytes.TrimSpace(seed), c.MemberKeys, 1); err != nil {
 		return fmt.Errorf("signing_seed: %s: %w", c.SigningSeedFile, err)
 	}
 	return nil

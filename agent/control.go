@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/agent/wire"
 )
 
 // ControlRequest is the body of a control request. Nominee is only used by
@@ -81,9 +83,9 @@ func (a *Agent) newControlAuth() *controlAuth {
 		c.signers[k] = "operator " + name
 	}
 	d := handoverPeriod(a.cfg.SuspectAfter()).Seconds()
-	c.rates[VerbStatus] = newLimiter(StatusRate, StatusBurst, 64)
-	c.rates[VerbResign] = newLimiter(1/d, HandoverBurst, 64)
-	c.rates[VerbTransfer] = c.rates[VerbResign]
+	c.rates[wire.VerbStatus] = newLimiter(StatusRate, StatusBurst, 64)
+	c.rates[wire.VerbResign] = newLimiter(1/d, HandoverBurst, 64)
+	c.rates[wire.VerbTransfer] = c.rates[wire.VerbResign]
 	return c
 }
 
@@ -92,8 +94,8 @@ func (c *controlAuth) allow(verb, signer string, now time.Duration, d time.Durat
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := verb
-	if verb == VerbTransfer {
-		key = VerbResign // one budget for every handover
+	if verb == wire.VerbTransfer {
+		key = wire.VerbResign // one budget for every handover
 	}
 	b := c.verbs[key]
 	if b == nil {
@@ -101,7 +103,7 @@ func (c *controlAuth) allow(verb, signer string, now time.Duration, d time.Durat
 		c.verbs[key] = b
 	}
 	rate, burst := float64(5*StatusRate), float64(5*StatusBurst)
-	if key == VerbResign {
+	if key == wire.VerbResign {
 		rate, burst = 1/handoverPeriod(d).Seconds(), HandoverBurst
 	}
 	if !c.rates[verb].allow(signer, now) {
@@ -121,7 +123,7 @@ func (a *Agent) serveControl() (stop func(), err error) {
 		}
 	}
 	sub := func(verb string, h func(m *nats.Msg, signer string)) error {
-		s, err := a.nc.Subscribe(ControlSubject(a.cfg.SubjectPrefix, a.cfg.Group, verb), func(m *nats.Msg) {
+		s, err := a.nc.Subscribe(wire.ControlSubject(a.cfg.SubjectPrefix, a.cfg.Group, verb), func(m *nats.Msg) {
 			signer, ok := a.checkControl(auth, verb, m)
 			if ok {
 				h(m, signer)
@@ -135,20 +137,20 @@ func (a *Agent) serveControl() (stop func(), err error) {
 		subs = append(subs, s)
 		return nil
 	}
-	if err := sub(VerbStatus, func(m *nats.Msg, _ string) {
+	if err := sub(wire.VerbStatus, func(m *nats.Msg, _ string) {
 		b, err := json.Marshal(a.Status())
 		if err == nil {
 			a.controlReply(m, b)
-			a.m.control(VerbStatus, ControlOK)
+			a.m.control(wire.VerbStatus, ControlOK)
 		}
 	}); err != nil {
 		stop()
 		return nil, err
 	}
 	handover := func(transfer bool) func(*nats.Msg, string) {
-		verb := VerbResign
+		verb := wire.VerbResign
 		if transfer {
-			verb = VerbTransfer
+			verb = wire.VerbTransfer
 		}
 		return func(m *nats.Msg, signer string) {
 			if !a.IsLeader() {
@@ -202,11 +204,11 @@ func (a *Agent) serveControl() (stop func(), err error) {
 			}()
 		}
 	}
-	if err := sub(VerbResign, handover(false)); err != nil {
+	if err := sub(wire.VerbResign, handover(false)); err != nil {
 		stop()
 		return nil, err
 	}
-	if err := sub(VerbTransfer, handover(true)); err != nil {
+	if err := sub(wire.VerbTransfer, handover(true)); err != nil {
 		stop()
 		return nil, err
 	}
@@ -230,9 +232,9 @@ func (a *Agent) checkControl(auth *controlAuth, verb string, m *nats.Msg) (signe
 	}
 	key := ""
 	if a.signer != nil {
-		k, _, err := VerifyControl(m)
+		k, _, err := wire.VerifyControl(m)
 		switch {
-		case errors.Is(err, ErrControlUnsigned):
+		case errors.Is(err, wire.ErrControlUnsigned):
 			a.m.control(verb, ControlUnsigned)
 			return "", false
 		case err != nil:
@@ -257,8 +259,8 @@ func (a *Agent) checkControl(auth *controlAuth, verb string, m *nats.Msg) (signe
 func (a *Agent) controlReply(m *nats.Msg, payload []byte) {
 	out := &nats.Msg{Subject: m.Reply, Data: payload}
 	if a.signer != nil {
-		ep, n := a.signer.next()
-		if err := SignControl(a.signer.key, out, Numbering{Epoch: ep, N: n}.String()); err != nil {
+		ep, n := a.signer.Next()
+		if err := wire.SignControl(a.signer.Key(), out, wire.Numbering{Epoch: ep, N: n}.String()); err != nil {
 			return
 		}
 	}
@@ -269,8 +271,8 @@ func (a *Agent) controlReply(m *nats.Msg, payload []byte) {
 // (JSON) each time the leader it knows changes: `<prefix>.<group>.ctl.events`.
 // Events are best effort (a change seen while disconnected from NATS is not
 // published); `edge-agent watch` streams them. In a group that signs, they
-// are signed and numbered (see KeyHeader).
-func EventsSubject(prefix, group string) string { return ControlSubject(prefix, group, "events") }
+// are signed and numbered (see wire.KeyHeader).
+func EventsSubject(prefix, group string) string { return wire.ControlSubject(prefix, group, "events") }
 
 // publishEvents publishes every leader change this agent sees on the
 // group's events subject, in order, until the agent's watchers close (when
@@ -286,8 +288,8 @@ func (a *Agent) publishEvents() (stop func()) {
 			if err == nil {
 				out := &nats.Msg{Subject: subject, Data: b}
 				if a.signer != nil {
-					ep, n := a.signer.next()
-					err = SignControl(a.signer.key, out, Numbering{Epoch: ep, N: n}.String())
+					ep, n := a.signer.Next()
+					err = wire.SignControl(a.signer.Key(), out, wire.Numbering{Epoch: ep, N: n}.String())
 				}
 				if err == nil {
 					err = a.nc.PublishMsg(out)

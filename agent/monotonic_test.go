@@ -58,8 +58,8 @@ var allowedClockUse = map[string]string{
 	"edge/embedded.go: StartEmbedded: time.Now": "a start-up deadline compared with After: monotonic",
 	// Rate limits and challenge nonces measure from a base taken at start,
 	// with Since: monotonic.
-	"agent/signing.go: NewSigning: time.Now":              "the base of nonce lifetimes and proof rates: monotonic",
-	"agent/signing.go: now: time.Since":                   "monotonic: the base carries a monotonic reading",
+	"agent/wire/signing.go: NewSigning: time.Now":         "the base of nonce lifetimes and proof rates: monotonic",
+	"agent/wire/signing.go: now: time.Since":              "monotonic: the base carries a monotonic reading",
 	"agent/transport_nats.go: NewNATSTransport: time.Now": "the base of the per-sender rate limit: monotonic",
 	"agent/transport_nats.go: admit: time.Since":          "monotonic: the base carries a monotonic reading",
 	"edge/loglimit.go: newLogLimiter: time.Now":           "the base of the log rate limits: monotonic",
@@ -77,7 +77,7 @@ var (
 
 func TestClockReadingsAreListed(t *testing.T) {
 	found := map[string]bool{}
-	for _, dir := range []string{"../agent", "../election", "../edge"} {
+	for _, dir := range []string{"../agent", "../agent/wire", "../election", "../edge"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/edge"
 )
 
@@ -107,7 +108,7 @@ func parseOpsFlags(name string, args []string, withJSON bool, extra ...func(*fla
 		if err != nil {
 			return nil, fmt.Errorf("%s: --signing-seed %s: %w", name, o.signingSeed, err)
 		}
-		o.signer, o.number = kp, agent.NewRequestNumbering()
+		o.signer, o.number = kp, wire.NewRequestNumbering()
 	}
 	return o, nil
 }
@@ -180,9 +181,9 @@ func (o *opsFlags) connect() (*nats.Conn, error) {
 // request builds a control request of verb with body, to be answered on
 // inbox: signed when the command has a signing seed.
 func (o *opsFlags) request(verb, inbox string, body []byte) (*nats.Msg, error) {
-	m := &nats.Msg{Subject: agent.ControlSubject(o.prefix, o.group, verb), Reply: inbox, Data: body}
+	m := &nats.Msg{Subject: wire.ControlSubject(o.prefix, o.group, verb), Reply: inbox, Data: body}
 	if o.signer != nil {
-		if err := agent.SignControl(o.signer, m, o.number()); err != nil {
+		if err := wire.SignControl(o.signer, m, o.number()); err != nil {
 			return nil, err
 		}
 	}
@@ -206,15 +207,15 @@ type verifier struct {
 
 // check verifies m, an answer naming member id; it returns the answer's
 // numbering, or an error saying why it cannot be trusted.
-func (v *verifier) check(m *nats.Msg, id string) (agent.Numbering, error) {
+func (v *verifier) check(m *nats.Msg, id string) (wire.Numbering, error) {
 	if v.keys == nil {
-		return agent.Numbering{}, nil
+		return wire.Numbering{}, nil
 	}
 	want, ok := v.keys[id]
 	if !ok {
-		return agent.Numbering{}, fmt.Errorf("%q is not a member", id)
+		return wire.Numbering{}, fmt.Errorf("%q is not a member", id)
 	}
-	key, num, err := agent.VerifyControl(m)
+	key, num, err := wire.VerifyControl(m)
 	switch {
 	case err != nil:
 		return num, err
@@ -237,7 +238,7 @@ func (v *verifier) refuse(what, id string, err error) {
 type statusAnswers struct {
 	reports []agent.StatusReport
 	// nums are the numbering of each verified answer, by member id.
-	nums map[string]agent.Numbering
+	nums map[string]wire.Numbering
 }
 
 // collectStatus asks every agent of the group and gathers the answers until
@@ -251,7 +252,7 @@ func collectStatus(nc *nats.Conn, o *opsFlags, v *verifier) (statusAnswers, erro
 		return statusAnswers{}, err
 	}
 	defer sub.Unsubscribe()
-	req, err := o.request(agent.VerbStatus, inbox, nil)
+	req, err := o.request(wire.VerbStatus, inbox, nil)
 	if err != nil {
 		return statusAnswers{}, err
 	}
@@ -260,7 +261,7 @@ func collectStatus(nc *nats.Conn, o *opsFlags, v *verifier) (statusAnswers, erro
 	}
 	deadline := time.NewTimer(o.timeout)
 	defer deadline.Stop()
-	out := statusAnswers{nums: map[string]agent.Numbering{}}
+	out := statusAnswers{nums: map[string]wire.Numbering{}}
 	seen := map[string]bool{}
 	want := -1
 	if v.keys != nil {

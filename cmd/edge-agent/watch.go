@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 )
 
 // cmdWatch streams a group's leader changes as the agents see them: it
@@ -57,7 +58,7 @@ func cmdWatch(args []string, stdout, stderr io.Writer) int {
 	}
 	defer sub.Unsubscribe()
 	v := &verifier{keys: o.memberKeys}
-	w := &eventWatch{o: o, v: v, known: map[string]agent.Numbering{}, held: map[string][]heldEvent{}, out: stdout, errOut: stderr}
+	w := &eventWatch{o: o, v: v, known: map[string]wire.Numbering{}, held: map[string][]heldEvent{}, out: stdout, errOut: stderr}
 	if !o.json || v.keys != nil {
 		answers, err := collectStatus(nc, o, v)
 		if err != nil {
@@ -98,7 +99,7 @@ func cmdWatch(args []string, stdout, stderr io.Writer) int {
 			if w.event(m) && time.Since(lastQuery) >= time.Second {
 				// An epoch not seen yet: ask the group again.
 				lastQuery = time.Now()
-				if req, err := o.request(agent.VerbStatus, statusInbox, nil); err == nil {
+				if req, err := o.request(wire.VerbStatus, statusInbox, nil); err == nil {
 					_ = nc.PublishMsg(req)
 				}
 			}
@@ -112,7 +113,7 @@ func cmdWatch(args []string, stdout, stderr io.Writer) int {
 
 // heldEvent is an event of an epoch not confirmed yet.
 type heldEvent struct {
-	num agent.Numbering
+	num wire.Numbering
 	c   agent.LeaderChange
 }
 
@@ -120,7 +121,7 @@ type heldEvent struct {
 type eventWatch struct {
 	o       *opsFlags
 	v       *verifier
-	known   map[string]agent.Numbering // member -> its epoch and the last event printed (or the status answer's number)
+	known   map[string]wire.Numbering // member -> its epoch and the last event printed (or the status answer's number)
 	held    map[string][]heldEvent
 	printed int
 	count   int
