@@ -181,12 +181,15 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 			return nil, err
 		}
 	}
+	a.log = a.log.With("id", cfg.ID, "group", cfg.Group)
+	if err := a.attachDuty(); err != nil {
+		return nil, err
+	}
 	if a.reg == nil {
 		a.reg = prometheus.NewRegistry()
 	}
 	a.m = newMetrics(a.reg, a.ownReg, cfg.Group)
 	a.algGuard = newAlgorithmGuard(cfg.Algorithm, a.reg)
-	a.log = a.log.With("id", cfg.ID, "group", cfg.Group)
 	if a.store == nil {
 		s, err := OpenFileStore(cfg.StateDir)
 		if err != nil {

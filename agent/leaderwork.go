@@ -54,14 +54,10 @@ func (a *Agent) startLeaderWork(ctx context.Context, term uint64) chan struct{} 
 	}
 	if a.duty != nil {
 		wg.Add(1)
-		a.duty.wg.Add(1) // Duty.Wait outlasts the command even if Run returns first
-		planned := a.leadPlanned
+		done := a.duty.Lead(ctx, term, a.leadPlanned, func() bool { return a.waitFence(ctx, fence) })
 		go func() {
-			defer a.duty.wg.Done()
-			defer wg.Done()
-			if a.waitFence(ctx, fence) {
-				a.duty.lead(ctx, term, planned)
-			}
+			<-done
+			wg.Done()
 		}()
 	}
 	done := make(chan struct{})

@@ -54,7 +54,7 @@ var allowedClockUse = map[string]string{
 	"agent/journal.go: wallUntil: UnixNano": "a monotonic lease end shown as wall time in the journal, output only",
 	// A write deadline on the duty guard's control socket: the poller
 	// turns it into a monotonic timeout.
-	"agent/duty_linux.go: send: time.Now":       "a socket write deadline, monotonic in the poller",
+	"agent/duty/proc_linux.go: send: time.Now":  "a socket write deadline, monotonic in the poller",
 	"edge/embedded.go: StartEmbedded: time.Now": "a start-up deadline compared with After: monotonic",
 	// Rate limits and challenge nonces measure from a base taken at start,
 	// with Since: monotonic.
@@ -77,7 +77,7 @@ var (
 
 func TestClockReadingsAreListed(t *testing.T) {
 	found := map[string]bool{}
-	for _, dir := range []string{"../agent", "../agent/wire", "../election", "../edge"} {
+	for _, dir := range []string{"../agent", "../agent/wire", "../agent/duty", "../election", "../edge"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)
