@@ -340,74 +340,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer a.running.Store(false)
 	defer a.store.Close()
-	if a.transport == nil {
-		if a.nc == nil {
-			return errors.New("agent: no transport: use WithNATS or WithTransport")
-		}
-		members := make([]string, len(a.cfg.Members))
-		for i, m := range a.cfg.Members {
-			members[i] = m.ID
-		}
-		signing, err := a.signing()
-		if err != nil {
-			return err
-		}
-		t, err := NewNATSTransport(a.nc, NATSTransportConfig{
-			Prefix: a.cfg.SubjectPrefix, Group: a.cfg.Group, Self: a.cfg.ID, Members: members,
-			Hooks:     Hooks{OnBad: a.m.badMessage, OnMessage: a.m.message},
-			Signing:   signing,
-			Heartbeat: a.cfg.Heartbeat,
-		})
-		if err != nil {
-			return err
-		}
-		a.transport = t
+	closeBus, err := a.openBus()
+	if err != nil {
+		return err
 	}
-	defer a.transport.Close()
-	if a.nc != nil {
-		stop, err := a.serveControl()
-		if err != nil {
-			return err
-		}
-		defer stop()
-		prevDisc, prevRecon := a.nc.DisconnectErrHandler(), a.nc.ReconnectHandler()
-		a.nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
-			a.wakeOnDisconnect()
-			a.log.Warn("NATS disconnected", "err", err)
-			if prevDisc != nil {
-				prevDisc(c, err)
-			}
-		})
-		a.nc.SetReconnectHandler(func(c *nats.Conn) {
-			a.log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted())
-			if prevRecon != nil {
-				prevRecon(c)
-			}
-		})
-		defer a.nc.SetDisconnectErrHandler(prevDisc)
-		defer a.nc.SetReconnectHandler(prevRecon)
-		// Asynchronous errors (a permissions violation, a slow consumer)
-		// go to the log, not to stderr line by line as nats.go would:
-		// others can provoke them at will, and the log handler can
-		// rate-limit them (edge.LimitedHandler does in the binary).
-		prevErr := a.nc.ErrorHandler()
-		a.nc.SetErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			if sub != nil {
-				a.log.Warn("NATS error", "subject", sub.Subject, "err", err)
-			} else {
-				a.log.Warn("NATS error", "err", err)
-			}
-		})
-		defer a.nc.SetErrorHandler(prevErr)
-	}
-	defer a.startFastPath()()
-	if a.sys != nil && !a.noFast {
-		stop, err := a.subscribeAdvisories()
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
+	defer closeBus()
 	a.notify = newNotifier()
 	defer a.notify.close()
 	defer a.watchers.close()
@@ -415,6 +352,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent started", "algorithm", a.cfg.Algorithm, "members", len(a.cfg.Members),
 		"quorum", a.cfg.Quorum, "heartbeat", a.cfg.Heartbeat, "suspect_after", a.cfg.SuspectAfter(),
 		"lease", a.cfg.Lease, "term", a.lastHS.Term)
+	return a.loop(ctx)
+}
+
+// loop is the election loop: it waits for an input (a message, a report, a
+// request) or for the core's next due tick, steps the core, and applies its
+// Ready (process), until ctx ends.
+func (a *Agent) loop(ctx context.Context) error {
 	clock := newTickClock(a.mono(), a.cfg.Tick())
 	timer := time.NewTimer(a.cfg.Tick())
 	defer timer.Stop()
@@ -434,22 +378,8 @@ func (a *Agent) Run(ctx context.Context) error {
 				return errors.New("agent: transport closed")
 			}
 			clock.catchUp(a.node, a.mono())
-			if first, gerr := a.algGuard.check(m, time.Now()); gerr != nil {
-				a.m.badMessage("algorithm_mismatch")
-				if first {
-					a.log.Error("refusing a member that runs another election algorithm", "err", gerr)
-				}
+			if !a.step(m) {
 				continue
-			}
-			if reason := a.checkTerm(m); reason != "" {
-				a.m.badMessage(reason)
-				continue
-			}
-			if m.Type == election.MsgHeartbeat && m.Conn != "" {
-				a.leaderConn[m.From] = m.Conn
-			}
-			if serr := a.node.Step(m); serr != nil {
-				a.countRejected(serr)
 			}
 			a.checkRoutes()
 			err = a.process()
@@ -476,6 +406,29 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		a.sleepUntilDue(timer, clock)
 	}
+}
+
+// step gives m to the core, unless the agent refuses it first (a member
+// of another algorithm, a term jump); it reports whether the core saw m.
+func (a *Agent) step(m election.Message) bool {
+	if first, gerr := a.algGuard.check(m, time.Now()); gerr != nil {
+		a.m.badMessage("algorithm_mismatch")
+		if first {
+			a.log.Error("refusing a member that runs another election algorithm", "err", gerr)
+		}
+		return false
+	}
+	if reason := a.checkTerm(m); reason != "" {
+		a.m.badMessage(reason)
+		return false
+	}
+	if m.Type == election.MsgHeartbeat && m.Conn != "" {
+		a.leaderConn[m.From] = m.Conn
+	}
+	if serr := a.node.Step(m); serr != nil {
+		a.countRejected(serr)
+	}
+	return true
 }
 
 // sleepUntilDue sets timer for the next moment the loop has work without a
@@ -628,47 +581,21 @@ func (a *Agent) process() error {
 	now := a.mono()
 	a.lastLoopRun.Store(int64(now))
 	rd := a.node.Ready()
-	if rd.HardStateChanged && rd.HardState != a.lastHS {
-		if err := a.store.Save(rd.HardState); err != nil {
-			a.m.persistErrors.Inc()
-			a.log.Error("cannot persist term and vote; leaving the election", "err", err)
-			return fmt.Errorf("agent: persist state: %w", err)
-		}
-		a.lastHS = rd.HardState
-		a.journal.write(JournalEntry{Event: "state", Term: rd.HardState.Term, VotedFor: rd.HardState.VotedFor})
+	if err := a.persist(rd); err != nil {
+		return err
 	}
+	withhold := false // the RESIGN of a handover whose work did not stop
 	if a.role == election.Leader && rd.Role != election.Leader {
 		// Leadership ends before anything of this Ready leaves: a message
 		// that follows from it (a RESIGN, a COORDINATOR for a new term) may
 		// make a member vote for someone else.
 		if hasResign(rd.Messages) {
-			if !a.release("handing over") {
-				rd.Messages = withoutResign(rd.Messages) // see release
-			}
+			withhold = !a.release("handing over") // see release
 		} else {
 			a.stopLeading("lost leadership")
 		}
 	}
-	// Date heartbeats after the fsync above, just before they leave: a slow
-	// disk must not eat into the lease they start.
-	sendAt := a.mono()
-	for _, m := range rd.Messages {
-		if m.Type == election.MsgHeartbeat || m.Type == election.MsgCoordinator {
-			// Dated by its first send: a repeated COORDINATOR (a lossy link)
-			// must not move the lease its votes start later than the
-			// voters' own clocks allow.
-			if _, ok := a.sentAt[m.Seq]; !ok {
-				a.sentAt[m.Seq] = sendAt
-			}
-		}
-		if m.Type == election.MsgHeartbeat && !a.noFast {
-			m.Conn = a.announceConn(m.Term) // lets members match disconnect reports
-		}
-		m.Algorithm = a.cfg.Algorithm
-		if err := a.transport.Send(m); err != nil {
-			a.log.Debug("send failed", "type", m.Type, "err", err)
-		}
-	}
+	a.sendReady(rd, withhold)
 	a.term.Store(rd.Term)
 	a.m.term.Set(float64(rd.Term))
 	for _, ev := range rd.Events {
@@ -683,30 +610,11 @@ func (a *Agent) process() error {
 	a.mu.Lock()
 	a.snapshot = st
 	a.mu.Unlock()
-	// Leadership: the lease runs from the send time of the newest heartbeat
-	// a quorum acknowledged.
 	if rd.Role == election.Leader {
-		// The lease may also fall back to an older heartbeat (a member's
-		// acknowledgements stopped counting): a seq whose send time is
-		// forgotten dates no lease at all.
-		var end time.Duration
-		if at, ok := a.sentAt[rd.LeaseSeq]; ok {
-			end = at + a.cfg.Lease
-		}
-		if a.leading.Load() && int64(end) > a.leaseEnd.Load() {
-			a.journal.write(JournalEntry{Event: "renew", Term: rd.Term, Until: a.wallUntil(end)})
-		}
-		a.leaseEnd.Store(int64(end))
-		for s, at := range a.sentAt {
-			if s != rd.LeaseSeq && now-at >= a.cfg.Lease {
-				delete(a.sentAt, s) // too old to date a lease
-			}
-		}
-		if int64(a.mono()) >= a.leaseEnd.Load() {
+		if !a.renewLease(rd, now) {
 			// The wall-clock lease ran out before the core noticed (it
-			// counts ticks, and a paused process misses ticks): stop acting
-			// now, and make the core step down too.
-			a.log.Debug("wall-clock lease expired", "lease_seq", rd.LeaseSeq, "lease_end", time.Duration(a.leaseEnd.Load()), "now", now, "sent", len(a.sentAt))
+			// counts ticks, and a paused process misses ticks): stop
+			// acting now, and make the core step down too.
 			a.stopLeading("lease expired")
 			a.role = rd.Role
 			a.node.StepDown(election.ReasonLeaseExpired)
@@ -719,24 +627,98 @@ func (a *Agent) process() error {
 		a.stopLeading("lost leadership")
 	}
 	a.role = rd.Role
-	if rd.Leader != a.leader {
-		old := a.leader
-		a.leader = rd.Leader
-		a.leaderID.Store(rd.Leader)
-		a.m.leaderChanges.Inc()
-		a.m.setLeader(old, rd.Leader)
-		a.log.Info("leader changed", "leader", rd.Leader, "previous", old, "term", rd.Term)
-		if a.cb.OnNewLeader != nil {
-			id, term := rd.Leader, rd.Term
-			a.notify.push(func() { a.cb.OnNewLeader(id, term) })
-		}
-		a.watchers.publish(a.leaderChange(old, rd.Leader, rd.Term))
-	}
+	a.reportLeader(rd)
 	a.m.quorumLive.Set(float64(st.Live))
 	boolGauge(a.m.quorumOK, st.Live >= st.Quorum)
 	boolGauge(a.m.natsConnected, a.transport.Connected())
 	boolGauge(a.m.isLeader, a.IsLeader())
 	return nil
+}
+
+// persist stores the term and vote of rd, if they changed, before anything
+// of rd leaves.
+func (a *Agent) persist(rd election.Ready) error {
+	if !rd.HardStateChanged || rd.HardState == a.lastHS {
+		return nil
+	}
+	if err := a.store.Save(rd.HardState); err != nil {
+		a.m.persistErrors.Inc()
+		a.log.Error("cannot persist term and vote; leaving the election", "err", err)
+		return fmt.Errorf("agent: persist state: %w", err)
+	}
+	a.lastHS = rd.HardState
+	a.journal.write(JournalEntry{Event: "state", Term: rd.HardState.Term, VotedFor: rd.HardState.VotedFor})
+	return nil
+}
+
+// sendReady sends rd's messages (less a withheld RESIGN, see release),
+// dating heartbeats and COORDINATORs for the lease.
+func (a *Agent) sendReady(rd election.Ready, withhold bool) {
+	// Date heartbeats after the fsync, just before they leave: a slow disk
+	// must not eat into the lease they start.
+	sendAt := a.mono()
+	for _, m := range rd.Messages {
+		if withhold && m.Type == election.MsgResign {
+			continue
+		}
+		if m.Type == election.MsgHeartbeat || m.Type == election.MsgCoordinator {
+			// Dated by its first send: a repeated COORDINATOR (a lossy link)
+			// must not move the lease its votes start later than the
+			// voters' own clocks allow.
+			if _, ok := a.sentAt[m.Seq]; !ok {
+				a.sentAt[m.Seq] = sendAt
+			}
+		}
+		if err := a.transport.Send(m); err != nil {
+			a.log.Debug("send failed", "type", m.Type, "err", err)
+		}
+	}
+}
+
+// renewLease sets the lease of a leader's Ready rd: it runs from the send
+// time of the newest heartbeat a quorum acknowledged. It reports false when
+// that lease has already run out.
+func (a *Agent) renewLease(rd election.Ready, now time.Duration) bool {
+	// The lease may also fall back to an older heartbeat (a member's
+	// acknowledgements stopped counting): a seq whose send time is
+	// forgotten dates no lease at all.
+	var end time.Duration
+	if at, ok := a.sentAt[rd.LeaseSeq]; ok {
+		end = at + a.cfg.Lease
+	}
+	if a.leading.Load() && int64(end) > a.leaseEnd.Load() {
+		a.journal.write(JournalEntry{Event: "renew", Term: rd.Term, Until: a.wallUntil(end)})
+	}
+	a.leaseEnd.Store(int64(end))
+	for s, at := range a.sentAt {
+		if s != rd.LeaseSeq && now-at >= a.cfg.Lease {
+			delete(a.sentAt, s) // too old to date a lease
+		}
+	}
+	if int64(a.mono()) >= a.leaseEnd.Load() {
+		a.log.Debug("wall-clock lease expired", "lease_seq", rd.LeaseSeq, "lease_end", time.Duration(a.leaseEnd.Load()), "now", now, "sent", len(a.sentAt))
+		return false
+	}
+	return true
+}
+
+// reportLeader tells callbacks, watchers, metrics and the log about a new
+// leader in rd.
+func (a *Agent) reportLeader(rd election.Ready) {
+	if rd.Leader == a.leader {
+		return
+	}
+	old := a.leader
+	a.leader = rd.Leader
+	a.leaderID.Store(rd.Leader)
+	a.m.leaderChanges.Inc()
+	a.m.setLeader(old, rd.Leader)
+	a.log.Info("leader changed", "leader", rd.Leader, "previous", old, "term", rd.Term)
+	if a.cb.OnNewLeader != nil {
+		id, term := rd.Leader, rd.Term
+		a.notify.push(func() { a.cb.OnNewLeader(id, term) })
+	}
+	a.watchers.publish(a.leaderChange(old, rd.Leader, rd.Term))
 }
 
 func (a *Agent) report(ev election.Event) {

@@ -121,17 +121,6 @@ func (a *Agent) release(why string) bool {
 	}
 }
 
-// withoutResign returns ms less the RESIGN messages.
-func withoutResign(ms []election.Message) []election.Message {
-	out := ms[:0:0]
-	for _, m := range ms {
-		if m.Type != election.MsgResign {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // hasResign reports whether ms hand leadership over.
 func hasResign(ms []election.Message) bool {
 	for _, m := range ms {

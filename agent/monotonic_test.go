@@ -38,7 +38,7 @@ import (
 var allowedClockUse = map[string]string{
 	"agent/agent.go: New: time.Now":    "the monotonic base of every duration the agent measures",
 	"agent/agent.go: mono: time.Since": "monotonic: the base carries a monotonic reading",
-	"agent/agent.go: Run: time.Now":    "the algorithm guard's refusal window: now+d compared with Before, monotonic",
+	"agent/agent.go: step: time.Now":   "the algorithm guard's refusal window: now+d compared with Before, monotonic",
 	"agent/agent.go: Status: time.Now": "the report's timestamp, shown to operators, never compared",
 	"agent/agent.go: Status: UTC":      "the report's timestamp only",
 	// A LeaderChange carries the wall time it was seen, for operators
