@@ -56,7 +56,7 @@ func WithNATS(nc *nats.Conn) Option {
 		if nc == nil {
 			return errors.New("agent: WithNATS: nil connection")
 		}
-		a.nc = nc
+		a.bus.nc = nc
 		return nil
 	}
 }
@@ -75,78 +75,108 @@ func WithLogger(l *slog.Logger) Option { return func(a *Agent) error { a.log = l
 // WithRegistry registers the agent's metrics on reg instead of a registry of
 // its own. Go and process collectors are only added to the agent's own registry.
 func WithRegistry(reg *prometheus.Registry) Option {
-	return func(a *Agent) error { a.reg = reg; a.ownReg = false; return nil }
+	return func(a *Agent) error { a.out.reg = reg; a.out.ownReg = false; return nil }
 }
 
 // WithCallbacks sets the leadership callbacks.
-func WithCallbacks(cb Callbacks) Option { return func(a *Agent) error { a.cb = cb; return nil } }
+func WithCallbacks(cb Callbacks) Option { return func(a *Agent) error { a.out.cb = cb; return nil } }
 
 // WithVersion sets the version reported in status.
-func WithVersion(v string) Option { return func(a *Agent) error { a.version = v; return nil } }
+func WithVersion(v string) Option { return func(a *Agent) error { a.out.version = v; return nil } }
 
 // Agent runs one member of an election group. Create it with New, then call
 // Run. Its query methods are safe for concurrent use.
 type Agent struct {
-	cfg     Config
-	log     *slog.Logger
-	reg     *prometheus.Registry
-	ownReg  bool
-	m       *metrics
-	cb      Callbacks
-	version string
-
-	nc        *nats.Conn
-	transport Transport
-	store     Store
+	cfg       Config
+	log       *slog.Logger
+	m         *metrics
 	node      election.Node
-	signer    *wire.Signing // with signing_seed: signs election and control messages
+	store     Store
+	transport Transport
+	bus       natsBus // the NATS connections (bus_nats.go)
+	in        inputs  // what reaches the loop besides messages and ticks
+	lease     leaseView
+	core      loopState
+	status    statusSnapshot
+	out       outputs
+	work      leaderWork
+	fast      fastPath
+}
 
-	start time.Time // monotonic base for the lease
+// natsBus holds the agent's NATS connections, given by the options.
+type natsBus struct {
+	nc     *nats.Conn    // election and control traffic
+	sys    *nats.Conn    // the server's system account: disconnect advisories
+	pres   presence      // the presence connection (WithPresence)
+	signer *wire.Signing // with signing_seed: signs election and control messages
+}
 
-	// Lease and role, readable without the loop.
+// inputs are the loop's inputs other than election messages and ticks.
+type inputs struct {
+	reqs chan request    // handovers asked for (Resign, Transfer)
+	gone chan goneReport // members' connections or routes reported closed
+	disc chan struct{}   // this agent's own connection dropped
+}
+
+// leaseView is the lease and role, readable without the loop. Durations
+// are on the monotonic clock, from start.
+type leaseView struct {
+	start       time.Time // monotonic base for the lease
 	leading     atomic.Bool
 	leaseEnd    atomic.Int64 // nanoseconds since start
 	term        atomic.Uint64
 	leaderID    atomic.Value // string
 	lastLoopRun atomic.Int64 // nanoseconds since start
-	termJumpLog *limiter     // loop-owned
-	startTerm   uint64       // the persisted term at start (MaxTermJump)
+	actAfter    atomic.Int64 // a fenced new leader acts from this time on
+	running     atomic.Bool
+}
 
+// loopState is owned by the loop.
+type loopState struct {
+	sentAt      map[uint64]time.Duration
+	role        election.Role
+	leader      string
+	lastHS      election.HardState
+	termJumpLog *limiter
+	startTerm   uint64 // the persisted term at start (MaxTermJump)
+	algGuard    *algorithmGuard
+}
+
+// statusSnapshot is the core's status as of the loop's last Ready.
+type statusSnapshot struct {
 	mu       sync.Mutex
 	snapshot election.Status
+}
 
-	// Loop-owned.
-	sentAt     map[uint64]time.Duration
-	role       election.Role
-	leader     string
-	leadCancel context.CancelFunc
-	lastHS     election.HardState
-
-	reqs     chan request
-	running  atomic.Bool
+// outputs are where the agent reports: metrics registry, callbacks,
+// journal, watchers.
+type outputs struct {
+	reg      *prometheus.Registry
+	ownReg   bool
+	cb       Callbacks
+	version  string
 	notify   *notifier
 	journal  *journal
-	algGuard *algorithmGuard
+	watchers watchers
+}
 
-	// Fast failover (fastpath.go).
-	sys         *nats.Conn
-	pres        presence
+// leaderWork is what runs while this agent leads (leaderwork.go, duty.go).
+type leaderWork struct {
+	duty        *Duty
+	releaseWait time.Duration
+	leadCancel  context.CancelFunc
+	leadDone    chan struct{} // loop-owned: closed once this leadership's work returned
+	leadPlanned *atomic.Bool  // loop-owned: set when this leadership ends by a planned handover
+}
+
+// fastPath is the fast failover's state (fastpath.go).
+type fastPath struct {
 	noFast      bool
-	gone        chan goneReport
-	disc        chan struct{}
-	fastAt      time.Duration // when this agent last acted on a disconnect report
 	routes      RouteWatcher
 	routed      map[string]bool   // servers routed to at the last check
 	serverNames map[string]string // server id -> name, of every server routed to so far
 	leaderConn  map[string]string // member -> bus connection its last heartbeat announced
-	actAfter    atomic.Int64      // a fenced new leader acts from this time on
-
-	// Leader work, handover and watchers: leaderwork.go, duty.go, watch.go.
-	duty        *Duty
-	releaseWait time.Duration
-	leadDone    chan struct{} // loop-owned: closed once this leadership's work returned
-	leadPlanned *atomic.Bool  // loop-owned: set when this leadership ends by a planned handover
-	watchers    watchers
+	fastAt      time.Duration     // when this agent last acted on a disconnect report
 }
 
 type request struct {
@@ -161,21 +191,19 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		return nil, fmt.Errorf("agent: config: %w", err)
 	}
 	a := &Agent{
-		cfg:         cfg,
-		log:         slog.Default(),
-		ownReg:      true,
-		start:       time.Now(),
-		sentAt:      map[uint64]time.Duration{},
-		reqs:        make(chan request),
-		gone:        make(chan goneReport, 64),
-		leaderConn:  map[string]string{},
-		serverNames: map[string]string{},
-		disc:        make(chan struct{}, 1),
-		noFast:      cfg.DisableFastFailover,
-		// One warning about refused term jumps per minute (ten at once).
-		termJumpLog: newLimiter(1.0/60, 10, 1),
+		cfg: cfg,
+		log: slog.Default(),
+		in:  inputs{reqs: make(chan request), gone: make(chan goneReport, 64), disc: make(chan struct{}, 1)},
+		core: loopState{
+			sentAt: map[uint64]time.Duration{},
+			// One warning about refused term jumps per minute (ten at once).
+			termJumpLog: newLimiter(1.0/60, 10, 1),
+		},
+		out:  outputs{ownReg: true},
+		fast: fastPath{noFast: cfg.DisableFastFailover, leaderConn: map[string]string{}, serverNames: map[string]string{}},
 	}
-	a.leaderID.Store("")
+	a.lease.start = time.Now()
+	a.lease.leaderID.Store("")
 	for _, o := range opts {
 		if err := o(a); err != nil {
 			return nil, err
@@ -185,11 +213,11 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	if err := a.attachDuty(); err != nil {
 		return nil, err
 	}
-	if a.reg == nil {
-		a.reg = prometheus.NewRegistry()
+	if a.out.reg == nil {
+		a.out.reg = prometheus.NewRegistry()
 	}
-	a.m = newMetrics(a.reg, a.ownReg, cfg.Group)
-	a.algGuard = newAlgorithmGuard(cfg.Algorithm, a.reg)
+	a.m = newMetrics(a.out.reg, a.out.ownReg, cfg.Group)
+	a.core.algGuard = newAlgorithmGuard(cfg.Algorithm, a.out.reg)
 	if a.store == nil {
 		s, err := OpenFileStore(cfg.StateDir)
 		if err != nil {
@@ -198,9 +226,9 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		a.store = s
 	}
 	hs := a.store.Load()
-	a.lastHS = hs
-	a.startTerm = hs.Term
-	a.term.Store(hs.Term)
+	a.core.lastHS = hs
+	a.core.startTerm = hs.Term
+	a.lease.term.Store(hs.Term)
 	a.m.term.Set(float64(hs.Term))
 	tick := cfg.Tick()
 	ecfg := election.Config{
@@ -236,7 +264,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		a.store.Close()
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	a.snapshot = a.node.Status()
+	a.status.snapshot = a.node.Status()
 	if cfg.IslandMode {
 		a.log.Warn("island mode (quorum: none): a network partition can elect two leaders")
 	}
@@ -248,51 +276,51 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 }
 
 // Registry returns the registry holding the agent's metrics.
-func (a *Agent) Registry() *prometheus.Registry { return a.reg }
+func (a *Agent) Registry() *prometheus.Registry { return a.out.reg }
 
 // Config returns the validated configuration.
 func (a *Agent) Config() Config { return a.cfg }
 
-func (a *Agent) mono() time.Duration { return time.Since(a.start) }
+func (a *Agent) mono() time.Duration { return time.Since(a.lease.start) }
 
 // IsLeader reports whether this agent leads with a valid lease, checked on
 // the monotonic clock at the time of the call: a process that was paused
 // past its lease answers false the moment it wakes, before its loop runs.
 func (a *Agent) IsLeader() bool {
-	if !a.leading.Load() {
+	if !a.lease.leading.Load() {
 		return false
 	}
 	now := int64(a.mono())
-	if now >= a.leaseEnd.Load() || now < a.actAfter.Load() {
+	if now >= a.lease.leaseEnd.Load() || now < a.lease.actAfter.Load() {
 		return false
 	}
 	// With the fast path on, the others may elect the moment the server
 	// reports this connection closed: stop acting as soon as it is down.
-	return a.noFast || a.busUp()
+	return a.fast.noFast || a.busUp()
 }
 
 // LeaseRemaining is how long the lease still runs (0 if not leading).
 func (a *Agent) LeaseRemaining() time.Duration {
-	if !a.leading.Load() {
+	if !a.lease.leading.Load() {
 		return 0
 	}
-	return max(0, time.Duration(a.leaseEnd.Load())-a.mono())
+	return max(0, time.Duration(a.lease.leaseEnd.Load())-a.mono())
 }
 
 // Leader returns the id of the known leader, or "".
 func (a *Agent) Leader() string {
-	if a.leading.Load() && !a.IsLeader() {
+	if a.lease.leading.Load() && !a.IsLeader() {
 		return "" // our own lease ran out: we no longer know of a leader
 	}
-	return a.leaderID.Load().(string)
+	return a.lease.leaderID.Load().(string)
 }
 
 // Term returns the current term, the leader's fencing token.
-func (a *Agent) Term() uint64 { return a.term.Load() }
+func (a *Agent) Term() uint64 { return a.lease.term.Load() }
 
 // Healthy reports whether the election loop ran recently (within 3 heartbeats).
 func (a *Agent) Healthy() bool {
-	return a.running.Load() && a.mono()-time.Duration(a.lastLoopRun.Load()) < 3*a.cfg.Heartbeat
+	return a.lease.running.Load() && a.mono()-time.Duration(a.lease.lastLoopRun.Load()) < 3*a.cfg.Heartbeat
 }
 
 // Ready reports whether the agent has joined its group: its loop runs, its
@@ -313,12 +341,12 @@ func (a *Agent) Transfer(ctx context.Context, id string) error {
 }
 
 func (a *Agent) handover(ctx context.Context, nominee string) error {
-	if !a.running.Load() {
+	if !a.lease.running.Load() {
 		return ErrNotRunning
 	}
 	r := request{nominee: nominee, reply: make(chan error, 1)}
 	select {
-	case a.reqs <- r:
+	case a.in.reqs <- r:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -335,23 +363,23 @@ func (a *Agent) handover(ctx context.Context, nominee string) error {
 // Run returns an error if the state cannot be persisted: an agent that cannot
 // store its term must not take part.
 func (a *Agent) Run(ctx context.Context) error {
-	if !a.running.CompareAndSwap(false, true) {
+	if !a.lease.running.CompareAndSwap(false, true) {
 		return errors.New("agent: Run called twice")
 	}
-	defer a.running.Store(false)
+	defer a.lease.running.Store(false)
 	defer a.store.Close()
 	closeBus, err := a.openBus()
 	if err != nil {
 		return err
 	}
 	defer closeBus()
-	a.notify = newNotifier()
-	defer a.notify.close()
-	defer a.watchers.close()
+	a.out.notify = newNotifier()
+	defer a.out.notify.close()
+	defer a.out.watchers.close()
 
 	a.log.Info("agent started", "algorithm", a.cfg.Algorithm, "members", len(a.cfg.Members),
 		"quorum", a.cfg.Quorum, "heartbeat", a.cfg.Heartbeat, "suspect_after", a.cfg.SuspectAfter(),
-		"lease", a.cfg.Lease, "term", a.lastHS.Term)
+		"lease", a.cfg.Lease, "term", a.core.lastHS.Term)
 	return a.loop(ctx)
 }
 
@@ -363,7 +391,7 @@ func (a *Agent) loop(ctx context.Context) error {
 	timer := time.NewTimer(a.cfg.Tick())
 	defer timer.Stop()
 	inbox := a.transport.Inbox()
-	a.lastLoopRun.Store(int64(a.mono()))
+	a.lease.lastLoopRun.Store(int64(a.mono()))
 	for {
 		var err error
 		select {
@@ -383,15 +411,15 @@ func (a *Agent) loop(ctx context.Context) error {
 			}
 			a.checkRoutes()
 			err = a.process()
-		case r := <-a.gone:
+		case r := <-a.in.gone:
 			clock.catchUp(a.node, a.mono())
 			a.onGone(r)
 			err = a.process()
-		case <-a.disc:
+		case <-a.in.disc:
 			clock.catchUp(a.node, a.mono())
 			a.onOwnDisconnect()
 			err = a.process()
-		case r := <-a.reqs:
+		case r := <-a.in.reqs:
 			clock.catchUp(a.node, a.mono())
 			rerr := a.node.Resign(r.nominee)
 			err = a.process()
@@ -411,7 +439,7 @@ func (a *Agent) loop(ctx context.Context) error {
 // step gives m to the core, unless the agent refuses it first (a member
 // of another algorithm, a term jump); it reports whether the core saw m.
 func (a *Agent) step(m election.Message) bool {
-	if first, gerr := a.algGuard.check(m, time.Now()); gerr != nil {
+	if first, gerr := a.core.algGuard.check(m, time.Now()); gerr != nil {
 		a.m.badMessage("algorithm_mismatch")
 		if first {
 			a.log.Error("refusing a member that runs another election algorithm", "err", gerr)
@@ -423,7 +451,7 @@ func (a *Agent) step(m election.Message) bool {
 		return false
 	}
 	if m.Type == election.MsgHeartbeat && m.Conn != "" {
-		a.leaderConn[m.From] = m.Conn
+		a.fast.leaderConn[m.From] = m.Conn
 	}
 	if serr := a.node.Step(m); serr != nil {
 		a.countRejected(serr)
@@ -440,8 +468,8 @@ func (a *Agent) step(m election.Message) bool {
 func (a *Agent) sleepUntilDue(timer *time.Timer, clock *tickClock) {
 	now := a.mono()
 	due := min(clock.at(a.node.NextTick()), now+a.cfg.Heartbeat)
-	if a.leading.Load() {
-		due = min(due, time.Duration(a.leaseEnd.Load()))
+	if a.lease.leading.Load() {
+		due = min(due, time.Duration(a.lease.leaseEnd.Load()))
 	}
 	timer.Reset(max(due-now, 0)) // since Go 1.23 a Reset timer delivers no stale tick
 }
@@ -450,7 +478,7 @@ func (a *Agent) sleepUntilDue(timer *time.Timer, clock *tickClock) {
 // one wake-up pending is enough.
 func (a *Agent) wakeOnDisconnect() {
 	select {
-	case a.disc <- struct{}{}:
+	case a.in.disc <- struct{}{}:
 	default:
 	}
 }
@@ -515,27 +543,27 @@ const ReasonTermJump = "term_jump"
 // termAllowance returns the highest term this agent accepts now.
 func (a *Agent) termAllowance() uint64 {
 	periods := uint64(a.mono() / a.cfg.Heartbeat)
-	room := election.MaxTerm - min(a.startTerm, election.MaxTerm)
+	room := election.MaxTerm - min(a.core.startTerm, election.MaxTerm)
 	if periods+1 >= room/MaxTermJump {
 		return election.MaxTerm
 	}
-	return a.startTerm + (periods+1)*MaxTermJump
+	return a.core.startTerm + (periods+1)*MaxTermJump
 }
 
 // checkTerm refuses a message whose term is above the agent's allowance
 // (see MaxTermJump), before the core sees it; it returns the drop reason
 // or "".
 func (a *Agent) checkTerm(m election.Message) string {
-	if m.Term <= a.term.Load() {
+	if m.Term <= a.lease.term.Load() {
 		return ""
 	}
 	limit := a.termAllowance()
 	if m.Term <= limit {
 		return ""
 	}
-	if a.termJumpLog.allow("term_jump", a.mono()) {
+	if a.core.termJumpLog.allow("term_jump", a.mono()) {
 		a.log.Warn("refusing a term implausibly far above ours", "from", m.From, "type", m.Type.String(),
-			"term", m.Term, "own_term", a.term.Load(), "allowed", limit)
+			"term", m.Term, "own_term", a.lease.term.Load(), "allowed", limit)
 	}
 	return ReasonTermJump
 }
@@ -556,7 +584,7 @@ func (a *Agent) countRejected(err error) {
 
 // shutdown hands leadership over (if held) and stops.
 func (a *Agent) shutdown() error {
-	if a.role == election.Leader {
+	if a.core.role == election.Leader {
 		a.log.Info("shutting down: handing over leadership")
 		if err := a.node.Resign(""); err == nil {
 			if err := a.process(); err != nil {
@@ -571,21 +599,21 @@ func (a *Agent) shutdown() error {
 }
 
 func (a *Agent) flush() {
-	if a.nc != nil {
-		_ = a.nc.FlushTimeout(a.cfg.Heartbeat)
+	if a.bus.nc != nil {
+		_ = a.bus.nc.FlushTimeout(a.cfg.Heartbeat)
 	}
 }
 
 // process applies the core's Ready: persist, then send, then report.
 func (a *Agent) process() error {
 	now := a.mono()
-	a.lastLoopRun.Store(int64(now))
+	a.lease.lastLoopRun.Store(int64(now))
 	rd := a.node.Ready()
 	if err := a.persist(rd); err != nil {
 		return err
 	}
 	withhold := false // the RESIGN of a handover whose work did not stop
-	if a.role == election.Leader && rd.Role != election.Leader {
+	if a.core.role == election.Leader && rd.Role != election.Leader {
 		// Leadership ends before anything of this Ready leaves: a message
 		// that follows from it (a RESIGN, a COORDINATOR for a new term) may
 		// make a member vote for someone else.
@@ -596,7 +624,7 @@ func (a *Agent) process() error {
 		}
 	}
 	a.sendReady(rd, withhold)
-	a.term.Store(rd.Term)
+	a.lease.term.Store(rd.Term)
 	a.m.term.Set(float64(rd.Term))
 	for _, ev := range rd.Events {
 		a.report(ev)
@@ -607,26 +635,26 @@ func (a *Agent) process() error {
 	// The snapshot first: a caller that sees IsLeader turn true must not
 	// then read a status from before the election.
 	st := a.node.Status()
-	a.mu.Lock()
-	a.snapshot = st
-	a.mu.Unlock()
+	a.status.mu.Lock()
+	a.status.snapshot = st
+	a.status.mu.Unlock()
 	if rd.Role == election.Leader {
 		if !a.renewLease(rd, now) {
 			// The wall-clock lease ran out before the core noticed (it
 			// counts ticks, and a paused process misses ticks): stop
 			// acting now, and make the core step down too.
 			a.stopLeading("lease expired")
-			a.role = rd.Role
+			a.core.role = rd.Role
 			a.node.StepDown(election.ReasonLeaseExpired)
 			return a.process()
 		}
-		if a.role != election.Leader {
+		if a.core.role != election.Leader {
 			a.startLeading(rd.Term)
 		}
-	} else if a.role == election.Leader {
+	} else if a.core.role == election.Leader {
 		a.stopLeading("lost leadership")
 	}
-	a.role = rd.Role
+	a.core.role = rd.Role
 	a.reportLeader(rd)
 	a.m.quorumLive.Set(float64(st.Live))
 	boolGauge(a.m.quorumOK, st.Live >= st.Quorum)
@@ -638,7 +666,7 @@ func (a *Agent) process() error {
 // persist stores the term and vote of rd, if they changed, before anything
 // of rd leaves.
 func (a *Agent) persist(rd election.Ready) error {
-	if !rd.HardStateChanged || rd.HardState == a.lastHS {
+	if !rd.HardStateChanged || rd.HardState == a.core.lastHS {
 		return nil
 	}
 	if err := a.store.Save(rd.HardState); err != nil {
@@ -646,8 +674,8 @@ func (a *Agent) persist(rd election.Ready) error {
 		a.log.Error("cannot persist term and vote; leaving the election", "err", err)
 		return fmt.Errorf("agent: persist state: %w", err)
 	}
-	a.lastHS = rd.HardState
-	a.journal.write(JournalEntry{Event: "state", Term: rd.HardState.Term, VotedFor: rd.HardState.VotedFor})
+	a.core.lastHS = rd.HardState
+	a.out.journal.write(JournalEntry{Event: "state", Term: rd.HardState.Term, VotedFor: rd.HardState.VotedFor})
 	return nil
 }
 
@@ -665,8 +693,8 @@ func (a *Agent) sendReady(rd election.Ready, withhold bool) {
 			// Dated by its first send: a repeated COORDINATOR (a lossy link)
 			// must not move the lease its votes start later than the
 			// voters' own clocks allow.
-			if _, ok := a.sentAt[m.Seq]; !ok {
-				a.sentAt[m.Seq] = sendAt
+			if _, ok := a.core.sentAt[m.Seq]; !ok {
+				a.core.sentAt[m.Seq] = sendAt
 			}
 		}
 		if err := a.transport.Send(m); err != nil {
@@ -683,20 +711,20 @@ func (a *Agent) renewLease(rd election.Ready, now time.Duration) bool {
 	// acknowledgements stopped counting): a seq whose send time is
 	// forgotten dates no lease at all.
 	var end time.Duration
-	if at, ok := a.sentAt[rd.LeaseSeq]; ok {
+	if at, ok := a.core.sentAt[rd.LeaseSeq]; ok {
 		end = at + a.cfg.Lease
 	}
-	if a.leading.Load() && int64(end) > a.leaseEnd.Load() {
-		a.journal.write(JournalEntry{Event: "renew", Term: rd.Term, Until: a.wallUntil(end)})
+	if a.lease.leading.Load() && int64(end) > a.lease.leaseEnd.Load() {
+		a.out.journal.write(JournalEntry{Event: "renew", Term: rd.Term, Until: a.wallUntil(end)})
 	}
-	a.leaseEnd.Store(int64(end))
-	for s, at := range a.sentAt {
+	a.lease.leaseEnd.Store(int64(end))
+	for s, at := range a.core.sentAt {
 		if s != rd.LeaseSeq && now-at >= a.cfg.Lease {
-			delete(a.sentAt, s) // too old to date a lease
+			delete(a.core.sentAt, s) // too old to date a lease
 		}
 	}
-	if int64(a.mono()) >= a.leaseEnd.Load() {
-		a.log.Debug("wall-clock lease expired", "lease_seq", rd.LeaseSeq, "lease_end", time.Duration(a.leaseEnd.Load()), "now", now, "sent", len(a.sentAt))
+	if int64(a.mono()) >= a.lease.leaseEnd.Load() {
+		a.log.Debug("wall-clock lease expired", "lease_seq", rd.LeaseSeq, "lease_end", time.Duration(a.lease.leaseEnd.Load()), "now", now, "sent", len(a.core.sentAt))
 		return false
 	}
 	return true
@@ -705,20 +733,20 @@ func (a *Agent) renewLease(rd election.Ready, now time.Duration) bool {
 // reportLeader tells callbacks, watchers, metrics and the log about a new
 // leader in rd.
 func (a *Agent) reportLeader(rd election.Ready) {
-	if rd.Leader == a.leader {
+	if rd.Leader == a.core.leader {
 		return
 	}
-	old := a.leader
-	a.leader = rd.Leader
-	a.leaderID.Store(rd.Leader)
+	old := a.core.leader
+	a.core.leader = rd.Leader
+	a.lease.leaderID.Store(rd.Leader)
 	a.m.leaderChanges.Inc()
 	a.m.setLeader(old, rd.Leader)
 	a.log.Info("leader changed", "leader", rd.Leader, "previous", old, "term", rd.Term)
-	if a.cb.OnNewLeader != nil {
+	if a.out.cb.OnNewLeader != nil {
 		id, term := rd.Leader, rd.Term
-		a.notify.push(func() { a.cb.OnNewLeader(id, term) })
+		a.out.notify.push(func() { a.out.cb.OnNewLeader(id, term) })
 	}
-	a.watchers.publish(a.leaderChange(old, rd.Leader, rd.Term))
+	a.out.watchers.publish(a.leaderChange(old, rd.Leader, rd.Term))
 }
 
 func (a *Agent) report(ev election.Event) {
@@ -745,14 +773,14 @@ func (a *Agent) report(ev election.Event) {
 }
 
 func (a *Agent) startLeading(term uint64) {
-	a.actAfter.Store(int64(a.fenceUntil()))
-	a.leading.Store(true)
+	a.lease.actAfter.Store(int64(a.fenceUntil()))
+	a.lease.leading.Store(true)
 	a.m.isLeader.Set(1)
-	a.journal.write(JournalEntry{Event: "lead", Term: term, Until: a.wallUntil(time.Duration(a.leaseEnd.Load()))})
+	a.out.journal.write(JournalEntry{Event: "lead", Term: term, Until: a.wallUntil(time.Duration(a.lease.leaseEnd.Load()))})
 	ctx, cancel := context.WithCancel(context.Background())
-	a.leadCancel = cancel
+	a.work.leadCancel = cancel
 	go a.leaseGuard(ctx, cancel)
-	a.leadDone = a.startLeaderWork(ctx, term)
+	a.work.leadDone = a.startLeaderWork(ctx, term)
 }
 
 // leaseGuard cancels the leading context when the lease runs out, even if
@@ -762,8 +790,8 @@ func (a *Agent) leaseGuard(ctx context.Context, cancel context.CancelFunc) {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
-		rem := time.Duration(a.leaseEnd.Load()) - a.mono()
-		if rem <= 0 || !a.leading.Load() {
+		rem := time.Duration(a.lease.leaseEnd.Load()) - a.mono()
+		if rem <= 0 || !a.lease.leading.Load() {
 			cancel()
 			return
 		}
@@ -779,27 +807,27 @@ func (a *Agent) leaseGuard(ctx context.Context, cancel context.CancelFunc) {
 // stopLeading ends leadership on this side at once: IsLeader turns false and
 // the leading context is cancelled before anything else happens.
 func (a *Agent) stopLeading(why string) {
-	if !a.leading.Swap(false) {
+	if !a.lease.leading.Swap(false) {
 		return
 	}
-	a.leaseEnd.Store(0)
+	a.lease.leaseEnd.Store(0)
 	a.m.isLeader.Set(0)
-	if a.leadCancel != nil {
-		a.leadCancel()
-		a.leadCancel = nil
+	if a.work.leadCancel != nil {
+		a.work.leadCancel()
+		a.work.leadCancel = nil
 	}
-	a.journal.write(JournalEntry{Event: "stop", Term: a.Term(), Reason: why})
+	a.out.journal.write(JournalEntry{Event: "stop", Term: a.Term(), Reason: why})
 	a.log.Info("stopped leading", "reason", why, "term", a.Term())
-	if a.cb.OnStoppedLeading != nil {
-		a.notify.push(a.cb.OnStoppedLeading)
+	if a.out.cb.OnStoppedLeading != nil {
+		a.out.notify.push(a.out.cb.OnStoppedLeading)
 	}
 }
 
 // Status reports the agent's view, with the lease checked at call time.
 func (a *Agent) Status() StatusReport {
-	a.mu.Lock()
-	st := a.snapshot
-	a.mu.Unlock()
+	a.status.mu.Lock()
+	st := a.status.snapshot
+	a.status.mu.Unlock()
 	role := st.Role.String()
 	leading := a.IsLeader()
 	switch {
@@ -815,10 +843,10 @@ func (a *Agent) Status() StatusReport {
 		IslandMode:       a.cfg.IslandMode,
 		LeaseRemainingMS: a.LeaseRemaining().Milliseconds(),
 		NATSConnected:    a.transport != nil && a.transport.Connected(),
-		Version:          a.version,
+		Version:          a.out.version,
 		Time:             time.Now().UTC(),
 	}
-	r.AlgorithmMismatch = a.algGuard.mismatches(time.Now())
+	r.AlgorithmMismatch = a.core.algGuard.mismatches(time.Now())
 	tick := a.cfg.Tick()
 	for _, m := range st.Members {
 		mr := MemberReport{ID: m.ID, Priority: m.Priority, Alive: m.Alive, LastSeenMS: -1}

@@ -28,7 +28,7 @@ func (t stampingTransport) Send(m election.Message) error {
 // fields.
 func (a *Agent) stamped(t Transport) Transport {
 	s := stampingTransport{Transport: t, algorithm: a.cfg.Algorithm}
-	if !a.noFast {
+	if !a.fast.noFast {
 		s.announce = a.announceConn
 	}
 	return s

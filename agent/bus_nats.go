@@ -38,7 +38,7 @@ func (a *Agent) openBus() (undo func(), err error) {
 	t := a.transport
 	u.push(func() { _ = t.Close() })
 	a.transport = a.stamped(t)
-	if a.nc != nil {
+	if a.bus.nc != nil {
 		stop, err := a.serveControl()
 		if err != nil {
 			return nil, err
@@ -47,7 +47,7 @@ func (a *Agent) openBus() (undo func(), err error) {
 		u.push(a.watchConnection())
 	}
 	u.push(a.startFastPath())
-	if a.sys != nil && !a.noFast {
+	if a.bus.sys != nil && !a.fast.noFast {
 		stop, err := a.subscribeAdvisories()
 		if err != nil {
 			return nil, err
@@ -60,7 +60,7 @@ func (a *Agent) openBus() (undo func(), err error) {
 // natsTransport builds the election transport over the agent's NATS
 // connection.
 func (a *Agent) natsTransport() (Transport, error) {
-	if a.nc == nil {
+	if a.bus.nc == nil {
 		return nil, errors.New("agent: no transport: use WithNATS or WithTransport")
 	}
 	members := make([]string, len(a.cfg.Members))
@@ -71,7 +71,7 @@ func (a *Agent) natsTransport() (Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewNATSTransport(a.nc, NATSTransportConfig{
+	return NewNATSTransport(a.bus.nc, NATSTransportConfig{
 		Prefix: a.cfg.SubjectPrefix, Group: a.cfg.Group, Self: a.cfg.ID, Members: members,
 		Hooks:     Hooks{OnBad: a.m.badMessage, OnMessage: a.m.message},
 		Signing:   signing,
@@ -82,15 +82,15 @@ func (a *Agent) natsTransport() (Transport, error) {
 // watchConnection makes a drop of the election connection wake the loop,
 // and logs its reconnections and asynchronous errors. It returns the undo.
 func (a *Agent) watchConnection() func() {
-	prevDisc, prevRecon := a.nc.DisconnectErrHandler(), a.nc.ReconnectHandler()
-	a.nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
+	prevDisc, prevRecon := a.bus.nc.DisconnectErrHandler(), a.bus.nc.ReconnectHandler()
+	a.bus.nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
 		a.wakeOnDisconnect()
 		a.log.Warn("NATS disconnected", "err", err)
 		if prevDisc != nil {
 			prevDisc(c, err)
 		}
 	})
-	a.nc.SetReconnectHandler(func(c *nats.Conn) {
+	a.bus.nc.SetReconnectHandler(func(c *nats.Conn) {
 		a.log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted())
 		if prevRecon != nil {
 			prevRecon(c)
@@ -100,8 +100,8 @@ func (a *Agent) watchConnection() func() {
 	// the log, not to stderr line by line as nats.go would: others can
 	// provoke them at will, and the log handler can rate-limit them
 	// (edge.LimitedHandler does in the binary).
-	prevErr := a.nc.ErrorHandler()
-	a.nc.SetErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+	prevErr := a.bus.nc.ErrorHandler()
+	a.bus.nc.SetErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 		if sub != nil {
 			a.log.Warn("NATS error", "subject", sub.Subject, "err", err)
 		} else {
@@ -109,8 +109,8 @@ func (a *Agent) watchConnection() func() {
 		}
 	})
 	return func() {
-		a.nc.SetErrorHandler(prevErr)
-		a.nc.SetReconnectHandler(prevRecon)
-		a.nc.SetDisconnectErrHandler(prevDisc)
+		a.bus.nc.SetErrorHandler(prevErr)
+		a.bus.nc.SetReconnectHandler(prevRecon)
+		a.bus.nc.SetDisconnectErrHandler(prevDisc)
 	}
 }

@@ -123,7 +123,7 @@ func (a *Agent) serveControl() (stop func(), err error) {
 		}
 	}
 	sub := func(verb string, h func(m *nats.Msg, signer string)) error {
-		s, err := a.nc.Subscribe(wire.ControlSubject(a.cfg.SubjectPrefix, a.cfg.Group, verb), func(m *nats.Msg) {
+		s, err := a.bus.nc.Subscribe(wire.ControlSubject(a.cfg.SubjectPrefix, a.cfg.Group, verb), func(m *nats.Msg) {
 			signer, ok := a.checkControl(auth, verb, m)
 			if ok {
 				h(m, signer)
@@ -171,7 +171,7 @@ func (a *Agent) serveControl() (stop func(), err error) {
 				a.respond(m, errors.New("transfer needs a nominee"))
 				return
 			}
-			if a.signer != nil {
+			if a.bus.signer != nil {
 				// A signed request is for one leadership, once.
 				term := a.Term()
 				if req.Leader != a.cfg.ID || req.Term != term || req.Nonce == "" || len(req.Nonce) > 64 {
@@ -198,7 +198,7 @@ func (a *Agent) serveControl() (stop func(), err error) {
 			// The handler runs on the subscription's goroutine; hand the
 			// request over without blocking it.
 			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+a.releaseWait)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+a.work.releaseWait)
 				defer cancel()
 				a.respond(m, a.handover(ctx, req.Nominee))
 			}()
@@ -231,7 +231,7 @@ func (a *Agent) checkControl(auth *controlAuth, verb string, m *nats.Msg) (signe
 		return "", false
 	}
 	key := ""
-	if a.signer != nil {
+	if a.bus.signer != nil {
 		k, _, err := wire.VerifyControl(m)
 		switch {
 		case errors.Is(err, wire.ErrControlUnsigned):
@@ -258,13 +258,13 @@ func (a *Agent) checkControl(auth *controlAuth, verb string, m *nats.Msg) (signe
 // controlReply answers m with payload, signed when the group signs.
 func (a *Agent) controlReply(m *nats.Msg, payload []byte) {
 	out := &nats.Msg{Subject: m.Reply, Data: payload}
-	if a.signer != nil {
-		ep, n := a.signer.Next()
-		if err := wire.SignControl(a.signer.Key(), out, wire.Numbering{Epoch: ep, N: n}.String()); err != nil {
+	if a.bus.signer != nil {
+		ep, n := a.bus.signer.Next()
+		if err := wire.SignControl(a.bus.signer.Key(), out, wire.Numbering{Epoch: ep, N: n}.String()); err != nil {
 			return
 		}
 	}
-	_ = a.nc.PublishMsg(out)
+	_ = a.bus.nc.PublishMsg(out)
 }
 
 // EventsSubject is where every agent of a group publishes a LeaderChange
@@ -287,12 +287,12 @@ func (a *Agent) publishEvents() (stop func()) {
 			b, err := json.Marshal(c)
 			if err == nil {
 				out := &nats.Msg{Subject: subject, Data: b}
-				if a.signer != nil {
-					ep, n := a.signer.Next()
-					err = wire.SignControl(a.signer.Key(), out, wire.Numbering{Epoch: ep, N: n}.String())
+				if a.bus.signer != nil {
+					ep, n := a.bus.signer.Next()
+					err = wire.SignControl(a.bus.signer.Key(), out, wire.Numbering{Epoch: ep, N: n}.String())
 				}
 				if err == nil {
-					err = a.nc.PublishMsg(out)
+					err = a.bus.nc.PublishMsg(out)
 				}
 			}
 			if err != nil {
@@ -302,7 +302,7 @@ func (a *Agent) publishEvents() (stop func()) {
 	}()
 	return func() {
 		<-done
-		_ = a.nc.FlushTimeout(time.Second)
+		_ = a.bus.nc.FlushTimeout(time.Second)
 	}
 }
 

@@ -47,7 +47,7 @@ func WithDuty(d *Duty) Option {
 		if d == nil {
 			return errors.New("agent: WithDuty: nil duty")
 		}
-		a.duty = d
+		a.work.duty = d
 		return nil
 	}
 }
@@ -55,14 +55,14 @@ func WithDuty(d *Duty) Option {
 // attachDuty binds the duty to the agent once every option is applied (the
 // duty acts on the bus the options chose).
 func (a *Agent) attachDuty() error {
-	if a.duty == nil {
+	if a.work.duty == nil {
 		return nil
 	}
-	err := a.duty.Attach(duty.Host{
+	err := a.work.duty.Attach(duty.Host{
 		ID: a.cfg.ID, Group: a.cfg.Group,
 		Timing:       a.cfg.DutyTiming(),
 		Lease:        dutyLease{a},
-		FastFailover: !a.noFast && (a.nc != nil || a.routes != nil),
+		FastFailover: !a.fast.noFast && (a.bus.nc != nil || a.fast.routes != nil),
 		Log:          a.log,
 		// The metrics are made after the duty is checked.
 		Restarts: func() { a.m.dutyRestarts.Inc() },
@@ -77,7 +77,7 @@ func (a *Agent) attachDuty() error {
 	// A handover waits for the command to be gone, up to the end of the
 	// lease: SIGTERM, SIGKILL after the grace or a tick before the lease
 	// ends, and the reaping.
-	a.releaseWait = max(a.releaseWait, a.cfg.Lease)
+	a.work.releaseWait = max(a.work.releaseWait, a.cfg.Lease)
 	return nil
 }
 
@@ -94,15 +94,15 @@ type dutyLease struct{ a *Agent }
 func (l dutyLease) Now() time.Duration { return l.a.mono() }
 
 func (l dutyLease) LeaseEnd() (time.Duration, bool) {
-	leading := l.a.leading.Load()
-	return time.Duration(l.a.leaseEnd.Load()), leading
+	leading := l.a.lease.leading.Load()
+	return time.Duration(l.a.lease.leaseEnd.Load()), leading
 }
 
 func (l dutyLease) IsLeader() bool  { return l.a.IsLeader() }
 func (l dutyLease) Connected() bool { return l.a.busUp() }
 
 func (l dutyLease) Resign() error {
-	ctx, cancel := context.WithTimeout(context.Background(), l.a.cfg.SuspectAfter()+l.a.releaseWait)
+	ctx, cancel := context.WithTimeout(context.Background(), l.a.cfg.SuspectAfter()+l.a.work.releaseWait)
 	defer cancel()
 	return l.a.Resign(ctx)
 }

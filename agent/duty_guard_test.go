@@ -34,8 +34,8 @@ func TestDutyWaitOutlastsTheCommand(t *testing.T) {
 	}
 	defer a.store.Close()
 	// Leadership as the loop starts it, with a lease far off; no loop runs.
-	a.leaseEnd.Store(int64(time.Hour))
-	a.leading.Store(true)
+	a.lease.leaseEnd.Store(int64(time.Hour))
+	a.lease.leading.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	a.startLeaderWork(ctx, 1)
 	var start dutyRecord

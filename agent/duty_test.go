@@ -305,8 +305,8 @@ func TestDutyKilledBeforeLeaseEndsWhenLoopStuck(t *testing.T) {
 				case <-time.After(5 * time.Second):
 					t.Fatalf("%s's loop never sent", id)
 				}
-				if a.leading.Load() && a.leaseEnd.Load() > 0 {
-					leaseEnd = a.start.Add(time.Duration(a.leaseEnd.Load()))
+				if a.lease.leading.Load() && a.lease.leaseEnd.Load() > 0 {
+					leaseEnd = a.lease.start.Add(time.Duration(a.lease.leaseEnd.Load()))
 					break
 				}
 				st.thaw()

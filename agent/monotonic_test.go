@@ -156,10 +156,10 @@ func TestAgentClockBaseIsMonotonic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.store.Close()
-	if !strings.Contains(a.start.String(), " m=") {
-		t.Fatalf("the agent's clock base %s has no monotonic reading", a.start)
+	if !strings.Contains(a.lease.start.String(), " m=") {
+		t.Fatalf("the agent's clock base %s has no monotonic reading", a.lease.start)
 	}
-	if strings.Contains(a.start.Round(0).String(), " m=") {
+	if strings.Contains(a.lease.start.Round(0).String(), " m=") {
 		t.Fatal("Round(0) kept the monotonic reading: this test's premise is wrong")
 	}
 	if d := a.mono(); d < 0 || d > time.Minute {

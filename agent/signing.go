@@ -78,8 +78,8 @@ func (a *Agent) signing() (*wire.Signing, error) {
 	if a.cfg.SigningSeedFile == "" {
 		return nil, nil
 	}
-	if a.signer != nil {
-		return a.signer, nil
+	if a.bus.signer != nil {
+		return a.bus.signer, nil
 	}
 	seed, err := readSecretFile("signing_seed", a.cfg.SigningSeedFile)
 	if err != nil {
@@ -94,7 +94,7 @@ func (a *Agent) signing() (*wire.Signing, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a.log.Info("signing election messages", "epoch", fmt.Sprintf("%016x", epoch), "members", len(a.cfg.MemberKeys))
-	a.signer = s
+	a.bus.signer = s
 	return s, nil
 }
 
