@@ -318,12 +318,17 @@ func (a *Agent) onGone(r goneReport) {
 }
 
 // onOwnDisconnect runs in the loop when this agent's connection dropped. A
-// leader steps down at once: the server may already have told the others.
+// leader steps down at once, and a candidate stops standing: the server may
+// already have told the others, whose backing of what this member sent on
+// that connection (heartbeats, a COORDINATOR) the report releases, so no
+// acknowledgement or vote still on its way may count.
 func (a *Agent) onOwnDisconnect() {
-	if a.fast.noFast || a.core.role != election.Leader {
+	if a.fast.noFast || a.core.role == election.Follower {
 		return
 	}
-	a.stopLeading("lost connection to NATS")
+	if a.core.role == election.Leader {
+		a.stopLeading("lost connection to NATS")
+	}
 	a.node.StepDown(election.ReasonConnectionLost)
 }
 

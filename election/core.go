@@ -567,7 +567,17 @@ func (c *core) termExhausted() bool {
 
 func (c *core) stepAck(m Message) error {
 	if m.Term > c.hs.Term {
+		// A member answered this leader's (or candidate's) heartbeat from a
+		// later term: it took part in an election this member missed. Follow
+		// it, and stand again (if still leaderless) only after a backoff, as
+		// after a refused pre-vote: standing at once would depose the winner
+		// of that election in turn, and two members doing so to each other
+		// never settle.
+		stood := c.role != Follower
 		c.adoptTerm(m.Term)
+		if stood {
+			c.standAfter = max(c.standAfter, c.now+int64(c.backoffTicks()))
+		}
 		return nil
 	}
 	if m.Term < c.hs.Term {

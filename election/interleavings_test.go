@@ -314,3 +314,29 @@ func TestTransferWithMemberDown(t *testing.T) {
 	w.DropAll(func(f *safety.Msg) bool { return f.M.Type == election.MsgCoordinator })
 	until(t, w, 60, "n2 leads", nil, leads(w, "n2"))
 }
+
+// 9. (found by the checker after the eight above) A candidate's own bus
+// connection closes while the acknowledgements of its announcement are on
+// their way: n2's Ring round won n1's vote and n2 announced itself with a
+// heartbeat carrying its old connection, then that connection closed. n1's
+// acknowledgement still reaches n2, and the server's advisory that n2's old
+// connection closed reaches n1, which releases its backing of n2 (rule 5)
+// and votes for n3. n2 must not lead on that acknowledgement: an agent whose
+// connection closed stops standing as it stops leading.
+func TestCandidateWhoseConnectionClosedDoesNotLead(t *testing.T) {
+	w := site(t, 3, "ring", nil, true)
+	until(t, w, 200, "n3 leads", nil, leads(w, "n3"))
+	w.RouteDown("n1", "n3", false, nil)
+	w.RouteDown("n2", "n3", false, nil)
+	ack := func(f *safety.Msg) bool { return f.M.Type == election.MsgAck && f.M.From == "n1" && f.To == "n2" }
+	until(t, w, 200, "n1's acknowledgement of n2's announcement", ack, func() bool {
+		return w.Role("n2") == election.Candidate && len(w.Find(election.MsgAck, "n1", "n2", 0)) > 0
+	})
+	w.RouteUp("n1", "n3")
+	w.Disconnect("n2")
+	closed := w.Advisories[len(w.Advisories)-1]
+	w.DeliverAll(ack)
+	w.Report("n1", closed)
+	fromN2 := func(f *safety.Msg) bool { return f.M.From == "n2" }
+	until(t, w, 300, "n3 leads", fromN2, func() bool { return w.Role("n3") == election.Leader })
+}

@@ -343,13 +343,36 @@ func (s *Site) WaitAgreement(ids []string, exclude string, minTerm uint64, poll,
 		if ok {
 			return a, nil
 		}
-		last = why
+		if ctx.Err() == nil {
+			last = why // not the poll the deadline cut short
+		}
 		select {
 		case <-ctx.Done():
-			return Agreement{}, fmt.Errorf("no agreement within %s: %s", timeout, last)
+			return Agreement{}, fmt.Errorf("no agreement within %s: %s; now: %s", timeout, last, s.describe(ids))
 		case <-time.After(poll):
 		}
 	}
+}
+
+// describe gives what each of ids reports now (for a failure message).
+func (s *Site) describe(ids []string) string {
+	var b strings.Builder
+	for _, id := range ids {
+		p := s.Proc(id)
+		if p == nil {
+			fmt.Fprintf(&b, "[%s not running] ", id)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := p.Status(ctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(&b, "[%s: %v] ", id, err)
+			continue
+		}
+		fmt.Fprintf(&b, "[%s %s leader %q term %d] ", id, st.Role, st.Leader, st.Term)
+	}
+	return strings.TrimSpace(b.String())
 }
 
 func (s *Site) agreement(ctx context.Context, ids []string, exclude string, minTerm uint64) (Agreement, bool, string) {

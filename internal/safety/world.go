@@ -630,8 +630,10 @@ func (w *World) Resign(id, nominee string) error {
 }
 
 // Disconnect closes member id's own bus connection (its client gave up on
-// it); the agent reconnects with a new one. A leader stops leading at that
-// moment (see StepDown), and the bus reports the old connection closed.
+// it); the agent reconnects with a new one. A leader stops leading, and a
+// candidate stops standing, at that moment (see StepDown): the bus reports
+// the old connection closed, which releases whoever backed what it sent on
+// it.
 func (w *World) Disconnect(id string) {
 	m := w.members[id]
 	if !m.up || m.frozen {
@@ -641,14 +643,14 @@ func (w *World) Disconnect(id string) {
 	old := m.conn
 	m.connSeq++
 	m.conn = fmt.Sprintf("%s#%d.%d", id, m.inc, m.connSeq)
-	if m.role == election.Leader {
+	if m.role != election.Follower {
 		w.StepDown(id)
 	}
 	w.Advisories = append(w.Advisories, Advisory{About: id, Conn: old})
 }
 
-// StepDown makes leader id stop leading without a handover, as its agent
-// does when it loses its own connection. Messages of that step are lost
+// StepDown makes leader or candidate id stop leading or standing without a
+// handover, as its agent does when it loses its own connection. Messages of that step are lost
 // (the connection is down).
 func (w *World) StepDown(id string) {
 	m := w.members[id]
