@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -187,7 +188,9 @@ func (c *countingRoutes) NumRoutes() int { return len(c.RoutedServers()) }
 
 // TestRoutePollerWakesTheLoop: the poller reports at once when the number of
 // routes falls, and not when it stays or grows.
-func TestRoutePollerWakesTheLoop(t *testing.T) {
+func TestRoutePollerWakesTheLoop(t *testing.T) { synctest.Test(t, testRoutePollerWakesTheLoop) }
+
+func testRoutePollerWakesTheLoop(t *testing.T) {
 	routes := &countingRoutes{fakeRoutes{id: "S3", routed: map[string]bool{"S1": true, "S2": true}}}
 	a := &Agent{fast: fastPath{routes: routes}, in: inputs{gone: make(chan goneReport, 1)}}
 	stop := a.pollRoutes()
