@@ -230,6 +230,26 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	a.core.startTerm = hs.Term
 	a.lease.term.Store(hs.Term)
 	a.m.term.Set(float64(hs.Term))
+	node, err := newNode(cfg, hs)
+	if err != nil {
+		a.store.Close()
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a.node = node
+	a.status.snapshot = a.node.Status()
+	if cfg.IslandMode {
+		a.log.Warn("island mode (quorum: none): a network partition can elect two leaders")
+	}
+	if hs.Term >= election.MaxTerm-1024 {
+		a.log.Error("the term is at its bound: this member can stand in few or no more elections; with every agent of the group stopped, reset every member's term (edge-agent reset-term, docs/SECURITY.md)",
+			"term", hs.Term, "max_term", election.MaxTerm)
+	}
+	return a, nil
+}
+
+// newNode builds the election core of cfg's algorithm, in ticks of
+// cfg.Tick(), from the persisted state hs.
+func newNode(cfg Config, hs election.HardState) (election.Node, error) {
 	tick := cfg.Tick()
 	ecfg := election.Config{
 		ID:             cfg.ID,
@@ -251,28 +271,13 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	default:
 		ecfg.Preemption = election.PreemptHoldDown
 	}
-	var err error
 	switch cfg.Algorithm {
 	case AlgorithmBully:
-		a.node, err = election.NewBully(ecfg)
+		return election.NewBully(ecfg)
 	case AlgorithmRing:
-		a.node, err = election.NewRing(ecfg)
-	default:
-		err = fmt.Errorf("algorithm %q is not available", cfg.Algorithm)
+		return election.NewRing(ecfg)
 	}
-	if err != nil {
-		a.store.Close()
-		return nil, fmt.Errorf("agent: %w", err)
-	}
-	a.status.snapshot = a.node.Status()
-	if cfg.IslandMode {
-		a.log.Warn("island mode (quorum: none): a network partition can elect two leaders")
-	}
-	if hs.Term >= election.MaxTerm-1024 {
-		a.log.Error("the term is at its bound: this member can stand in few or no more elections; with every agent of the group stopped, reset every member's term (edge-agent reset-term, docs/SECURITY.md)",
-			"term", hs.Term, "max_term", election.MaxTerm)
-	}
-	return a, nil
+	return nil, fmt.Errorf("algorithm %q is not available", cfg.Algorithm)
 }
 
 // Registry returns the registry holding the agent's metrics.

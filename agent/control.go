@@ -147,74 +147,84 @@ func (a *Agent) serveControl() (stop func(), err error) {
 		stop()
 		return nil, err
 	}
-	handover := func(transfer bool) func(*nats.Msg, string) {
-		verb := wire.VerbResign
-		if transfer {
-			verb = wire.VerbTransfer
-		}
-		return func(m *nats.Msg, signer string) {
-			if !a.IsLeader() {
-				return
-			}
-			var req ControlRequest
-			if len(m.Data) > 0 {
-				if err := json.Unmarshal(m.Data, &req); err != nil {
-					a.m.control(verb, ControlBadRequest)
-					a.respond(m, errors.New("bad request: "+err.Error()))
-					return
-				}
-			}
-			if !transfer {
-				req.Nominee = ""
-			} else if req.Nominee == "" {
-				a.m.control(verb, ControlBadRequest)
-				a.respond(m, errors.New("transfer needs a nominee"))
-				return
-			}
-			if a.bus.signer != nil {
-				// A signed request is for one leadership, once.
-				term := a.Term()
-				if req.Leader != a.cfg.ID || req.Term != term || req.Nonce == "" || len(req.Nonce) > 64 {
-					a.m.control(verb, ControlStale)
-					a.respond(m, fmt.Errorf("request for leader %q in term %d refused: %s leads term %d", req.Leader, req.Term, a.cfg.ID, term))
-					return
-				}
-				auth.mu.Lock()
-				_, dup := auth.seen[req.Nonce]
-				for k, t := range auth.seen {
-					if t != term || len(auth.seen) > 256 {
-						delete(auth.seen, k)
-					}
-				}
-				auth.seen[req.Nonce] = term
-				auth.mu.Unlock()
-				if dup {
-					a.m.control(verb, ControlStale)
-					return // a played-back request: no answer
-				}
-			}
-			a.log.Info("control request", "verb", verb, "from", signer, "nominee", req.Nominee)
-			a.m.control(verb, ControlOK)
-			// The handler runs on the subscription's goroutine; hand the
-			// request over without blocking it.
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+a.work.releaseWait)
-				defer cancel()
-				a.respond(m, a.handover(ctx, req.Nominee))
-			}()
-		}
-	}
-	if err := sub(wire.VerbResign, handover(false)); err != nil {
+	if err := sub(wire.VerbResign, a.handoverRequest(auth, false)); err != nil {
 		stop()
 		return nil, err
 	}
-	if err := sub(wire.VerbTransfer, handover(true)); err != nil {
+	if err := sub(wire.VerbTransfer, a.handoverRequest(auth, true)); err != nil {
 		stop()
 		return nil, err
 	}
 	unsub := stop
 	stopEvents := a.publishEvents()
 	return func() { unsub(); stopEvents() }, nil
+}
+
+// handoverRequest returns the handler of resign (transfer false) or
+// transfer requests: only the leader answers; a signed request is for one
+// leadership, once.
+func (a *Agent) handoverRequest(auth *controlAuth, transfer bool) func(*nats.Msg, string) {
+	verb := wire.VerbResign
+	if transfer {
+		verb = wire.VerbTransfer
+	}
+	return func(m *nats.Msg, signer string) {
+		if !a.IsLeader() {
+			return
+		}
+		var req ControlRequest
+		if len(m.Data) > 0 {
+			if err := json.Unmarshal(m.Data, &req); err != nil {
+				a.m.control(verb, ControlBadRequest)
+				a.respond(m, errors.New("bad request: "+err.Error()))
+				return
+			}
+		}
+		if !transfer {
+			req.Nominee = ""
+		} else if req.Nominee == "" {
+			a.m.control(verb, ControlBadRequest)
+			a.respond(m, errors.New("transfer needs a nominee"))
+			return
+		}
+		if a.bus.signer != nil && !a.freshRequest(auth, verb, m, req) {
+			return
+		}
+		a.log.Info("control request", "verb", verb, "from", signer, "nominee", req.Nominee)
+		a.m.control(verb, ControlOK)
+		// The handler runs on the subscription's goroutine; hand the
+		// request over without blocking it.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+a.work.releaseWait)
+			defer cancel()
+			a.respond(m, a.handover(ctx, req.Nominee))
+		}()
+	}
+}
+
+// freshRequest reports whether a signed handover request is for this
+// leadership and new; it answers (or drops) a request that is not.
+func (a *Agent) freshRequest(auth *controlAuth, verb string, m *nats.Msg, req ControlRequest) bool {
+	term := a.Term()
+	if req.Leader != a.cfg.ID || req.Term != term || req.Nonce == "" || len(req.Nonce) > 64 {
+		a.m.control(verb, ControlStale)
+		a.respond(m, fmt.Errorf("request for leader %q in term %d refused: %s leads term %d", req.Leader, req.Term, a.cfg.ID, term))
+		return false
+	}
+	auth.mu.Lock()
+	_, dup := auth.seen[req.Nonce]
+	for k, t := range auth.seen {
+		if t != term || len(auth.seen) > 256 {
+			delete(auth.seen, k)
+		}
+	}
+	auth.seen[req.Nonce] = term
+	auth.mu.Unlock()
+	if dup {
+		a.m.control(verb, ControlStale)
+		return false // a played-back request: no answer
+	}
+	return true
 }
 
 // checkControl applies the checks every control request passes before its

@@ -169,38 +169,9 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 	if nc == nil {
 		return nil, errors.New("agent: nats transport: nil connection")
 	}
-	if c.Prefix == "" {
-		c.Prefix = DefaultSubjectPrefix
-	}
-	for _, tok := range strings.Split(c.Prefix, ".") {
-		if tok == "" || strings.ContainsAny(tok, " \t\r\n*>") {
-			return nil, fmt.Errorf("agent: nats transport: %q is not a valid subject prefix", c.Prefix)
-		}
-	}
-	if !election.ValidID(c.Group) {
-		return nil, fmt.Errorf("agent: nats transport: %q is not a valid group name", c.Group)
-	}
-	if len(c.Members) > wire.WireMaxMembers {
-		return nil, fmt.Errorf("agent: nats transport: %d members, the wire format carries at most %d", len(c.Members), wire.WireMaxMembers)
-	}
-	members := make(map[string]bool, len(c.Members))
-	for _, id := range c.Members {
-		if !election.ValidID(id) {
-			return nil, fmt.Errorf("agent: nats transport: member %q is not a valid id", id)
-		}
-		if members[id] {
-			return nil, fmt.Errorf("agent: nats transport: member %q listed twice", id)
-		}
-		members[id] = true
-	}
-	if !members[c.Self] {
-		return nil, fmt.Errorf("agent: nats transport: self %q is not a member", c.Self)
-	}
-	if c.InboxSize == 0 {
-		c.InboxSize = DefaultInboxSize
-	}
-	if c.InboxSize < 0 {
-		return nil, fmt.Errorf("agent: nats transport: negative inbox size %d", c.InboxSize)
+	members, err := c.check()
+	if err != nil {
+		return nil, err
 	}
 
 	rate, burst := SenderRate(c.Heartbeat, len(members))
@@ -257,6 +228,44 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		go t.challengeLoop(c.Heartbeat)
 	}
 	return t, nil
+}
+
+// check fills c's defaults and checks it; it returns the members as a set.
+func (c *NATSTransportConfig) check() (map[string]bool, error) {
+	if c.Prefix == "" {
+		c.Prefix = DefaultSubjectPrefix
+	}
+	for _, tok := range strings.Split(c.Prefix, ".") {
+		if tok == "" || strings.ContainsAny(tok, " \t\r\n*>") {
+			return nil, fmt.Errorf("agent: nats transport: %q is not a valid subject prefix", c.Prefix)
+		}
+	}
+	if !election.ValidID(c.Group) {
+		return nil, fmt.Errorf("agent: nats transport: %q is not a valid group name", c.Group)
+	}
+	if len(c.Members) > wire.WireMaxMembers {
+		return nil, fmt.Errorf("agent: nats transport: %d members, the wire format carries at most %d", len(c.Members), wire.WireMaxMembers)
+	}
+	members := make(map[string]bool, len(c.Members))
+	for _, id := range c.Members {
+		if !election.ValidID(id) {
+			return nil, fmt.Errorf("agent: nats transport: member %q is not a valid id", id)
+		}
+		if members[id] {
+			return nil, fmt.Errorf("agent: nats transport: member %q listed twice", id)
+		}
+		members[id] = true
+	}
+	if !members[c.Self] {
+		return nil, fmt.Errorf("agent: nats transport: self %q is not a member", c.Self)
+	}
+	if c.InboxSize == 0 {
+		c.InboxSize = DefaultInboxSize
+	}
+	if c.InboxSize < 0 {
+		return nil, fmt.Errorf("agent: nats transport: negative inbox size %d", c.InboxSize)
+	}
+	return members, nil
 }
 
 // challengeLoop challenges, every half heartbeat period (at least every
