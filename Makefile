@@ -164,7 +164,7 @@ check-safety:
 
 # Native fuzzing, FUZZTIME per target (CI runs fuzz-short).
 FUZZTIME ?= 10m
-FUZZ_TARGETS := ./election:FuzzElection ./agent:FuzzDecode
+FUZZ_TARGETS := ./election:FuzzElection ./agent/wire:FuzzDecode ./agent/wire:FuzzParseWire
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -55,7 +56,7 @@ func WithNATS(nc *nats.Conn) Option {
 		if nc == nil {
 			return errors.New("agent: WithNATS: nil connection")
 		}
-		a.nc = nc
+		a.bus.nc = nc
 		return nil
 	}
 }
@@ -74,78 +75,108 @@ func WithLogger(l *slog.Logger) Option { return func(a *Agent) error { a.log = l
 // WithRegistry registers the agent's metrics on reg instead of a registry of
 // its own. Go and process collectors are only added to the agent's own registry.
 func WithRegistry(reg *prometheus.Registry) Option {
-	return func(a *Agent) error { a.reg = reg; a.ownReg = false; return nil }
+	return func(a *Agent) error { a.out.reg = reg; a.out.ownReg = false; return nil }
 }
 
 // WithCallbacks sets the leadership callbacks.
-func WithCallbacks(cb Callbacks) Option { return func(a *Agent) error { a.cb = cb; return nil } }
+func WithCallbacks(cb Callbacks) Option { return func(a *Agent) error { a.out.cb = cb; return nil } }
 
 // WithVersion sets the version reported in status.
-func WithVersion(v string) Option { return func(a *Agent) error { a.version = v; return nil } }
+func WithVersion(v string) Option { return func(a *Agent) error { a.out.version = v; return nil } }
 
 // Agent runs one member of an election group. Create it with New, then call
 // Run. Its query methods are safe for concurrent use.
 type Agent struct {
-	cfg     Config
-	log     *slog.Logger
-	reg     *prometheus.Registry
-	ownReg  bool
-	m       *metrics
-	cb      Callbacks
-	version string
-
-	nc        *nats.Conn
-	transport Transport
-	store     Store
+	cfg       Config
+	log       *slog.Logger
+	m         *metrics
 	node      election.Node
-	signer    *Signing // with signing_seed: signs election and control messages
+	store     Store
+	transport Transport
+	bus       natsBus // the NATS connections (bus_nats.go)
+	in        inputs  // what reaches the loop besides messages and ticks
+	lease     leaseView
+	core      loopState
+	status    statusSnapshot
+	out       outputs
+	work      leaderWork
+	fast      fastPath
+}
 
-	start time.Time // monotonic base for the lease
+// natsBus holds the agent's NATS connections, given by the options.
+type natsBus struct {
+	nc     *nats.Conn    // election and control traffic
+	sys    *nats.Conn    // the server's system account: disconnect advisories
+	pres   presence      // the presence connection (WithPresence)
+	signer *wire.Signing // with signing_seed: signs election and control messages
+}
 
-	// Lease and role, readable without the loop.
+// inputs are the loop's inputs other than election messages and ticks.
+type inputs struct {
+	reqs chan request    // handovers asked for (Resign, Transfer)
+	gone chan goneReport // members' connections or routes reported closed
+	disc chan struct{}   // this agent's own connection dropped
+}
+
+// leaseView is the lease and role, readable without the loop. Durations
+// are on the monotonic clock, from start.
+type leaseView struct {
+	start       time.Time // monotonic base for the lease
 	leading     atomic.Bool
 	leaseEnd    atomic.Int64 // nanoseconds since start
 	term        atomic.Uint64
 	leaderID    atomic.Value // string
 	lastLoopRun atomic.Int64 // nanoseconds since start
-	termJumpLog *limiter     // loop-owned
-	startTerm   uint64       // the persisted term at start (MaxTermJump)
+	actAfter    atomic.Int64 // a fenced new leader acts from this time on
+	running     atomic.Bool
+}
 
+// loopState is owned by the loop.
+type loopState struct {
+	sentAt      map[uint64]time.Duration
+	role        election.Role
+	leader      string
+	lastHS      election.HardState
+	termJumpLog *limiter
+	startTerm   uint64 // the persisted term at start (MaxTermJump)
+	algGuard    *algorithmGuard
+}
+
+// statusSnapshot is the core's status as of the loop's last Ready.
+type statusSnapshot struct {
 	mu       sync.Mutex
 	snapshot election.Status
+}
 
-	// Loop-owned.
-	sentAt     map[uint64]time.Duration
-	role       election.Role
-	leader     string
-	leadCancel context.CancelFunc
-	lastHS     election.HardState
-
-	reqs     chan request
-	running  atomic.Bool
+// outputs are where the agent reports: metrics registry, callbacks,
+// journal, watchers.
+type outputs struct {
+	reg      *prometheus.Registry
+	ownReg   bool
+	cb       Callbacks
+	version  string
 	notify   *notifier
 	journal  *journal
-	algGuard *algorithmGuard
+	watchers watchers
+}
 
-	// Fast failover (fastpath.go).
-	sys         *nats.Conn
-	pres        presence
+// leaderWork is what runs while this agent leads (leaderwork.go, duty.go).
+type leaderWork struct {
+	duty        *Duty
+	releaseWait time.Duration
+	leadCancel  context.CancelFunc
+	leadDone    chan struct{} // loop-owned: closed once this leadership's work returned
+	leadPlanned *atomic.Bool  // loop-owned: set when this leadership ends by a planned handover
+}
+
+// fastPath is the fast failover's state (fastpath.go).
+type fastPath struct {
 	noFast      bool
-	gone        chan goneReport
-	disc        chan struct{}
-	fastAt      time.Duration // when this agent last acted on a disconnect report
 	routes      RouteWatcher
 	routed      map[string]bool   // servers routed to at the last check
 	serverNames map[string]string // server id -> name, of every server routed to so far
 	leaderConn  map[string]string // member -> bus connection its last heartbeat announced
-	actAfter    atomic.Int64      // a fenced new leader acts from this time on
-
-	// Leader work, handover and watchers: leaderwork.go, duty.go, watch.go.
-	duty        *Duty
-	releaseWait time.Duration
-	leadDone    chan struct{} // loop-owned: closed once this leadership's work returned
-	leadPlanned *atomic.Bool  // loop-owned: set when this leadership ends by a planned handover
-	watchers    watchers
+	fastAt      time.Duration     // when this agent last acted on a disconnect report
 }
 
 type request struct {
@@ -160,32 +191,33 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		return nil, fmt.Errorf("agent: config: %w", err)
 	}
 	a := &Agent{
-		cfg:         cfg,
-		log:         slog.Default(),
-		ownReg:      true,
-		start:       time.Now(),
-		sentAt:      map[uint64]time.Duration{},
-		reqs:        make(chan request),
-		gone:        make(chan goneReport, 64),
-		leaderConn:  map[string]string{},
-		serverNames: map[string]string{},
-		disc:        make(chan struct{}, 1),
-		noFast:      cfg.DisableFastFailover,
-		// One warning about refused term jumps per minute (ten at once).
-		termJumpLog: newLimiter(1.0/60, 10, 1),
+		cfg: cfg,
+		log: slog.Default(),
+		in:  inputs{reqs: make(chan request), gone: make(chan goneReport, 64), disc: make(chan struct{}, 1)},
+		core: loopState{
+			sentAt: map[uint64]time.Duration{},
+			// One warning about refused term jumps per minute (ten at once).
+			termJumpLog: newLimiter(1.0/60, 10, 1),
+		},
+		out:  outputs{ownReg: true},
+		fast: fastPath{noFast: cfg.DisableFastFailover, leaderConn: map[string]string{}, serverNames: map[string]string{}},
 	}
-	a.leaderID.Store("")
+	a.lease.start = time.Now()
+	a.lease.leaderID.Store("")
 	for _, o := range opts {
 		if err := o(a); err != nil {
 			return nil, err
 		}
 	}
-	if a.reg == nil {
-		a.reg = prometheus.NewRegistry()
-	}
-	a.m = newMetrics(a.reg, a.ownReg, cfg.Group)
-	a.algGuard = newAlgorithmGuard(cfg.Algorithm, a.reg)
 	a.log = a.log.With("id", cfg.ID, "group", cfg.Group)
+	if err := a.attachDuty(); err != nil {
+		return nil, err
+	}
+	if a.out.reg == nil {
+		a.out.reg = prometheus.NewRegistry()
+	}
+	a.m = newMetrics(a.out.reg, a.out.ownReg, cfg.Group)
+	a.core.algGuard = newAlgorithmGuard(cfg.Algorithm, a.out.reg)
 	if a.store == nil {
 		s, err := OpenFileStore(cfg.StateDir)
 		if err != nil {
@@ -194,10 +226,30 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		a.store = s
 	}
 	hs := a.store.Load()
-	a.lastHS = hs
-	a.startTerm = hs.Term
-	a.term.Store(hs.Term)
+	a.core.lastHS = hs
+	a.core.startTerm = hs.Term
+	a.lease.term.Store(hs.Term)
 	a.m.term.Set(float64(hs.Term))
+	node, err := newNode(cfg, hs)
+	if err != nil {
+		a.store.Close()
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a.node = node
+	a.status.snapshot = a.node.Status()
+	if cfg.IslandMode {
+		a.log.Warn("island mode (quorum: none): a network partition can elect two leaders")
+	}
+	if hs.Term >= election.MaxTerm-1024 {
+		a.log.Error("the term is at its bound: this member can stand in few or no more elections; with every agent of the group stopped, reset every member's term (edge-agent reset-term, docs/SECURITY.md)",
+			"term", hs.Term, "max_term", election.MaxTerm)
+	}
+	return a, nil
+}
+
+// newNode builds the election core of cfg's algorithm, in ticks of
+// cfg.Tick(), from the persisted state hs.
+func newNode(cfg Config, hs election.HardState) (election.Node, error) {
 	tick := cfg.Tick()
 	ecfg := election.Config{
 		ID:             cfg.ID,
@@ -219,76 +271,61 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	default:
 		ecfg.Preemption = election.PreemptHoldDown
 	}
-	var err error
 	switch cfg.Algorithm {
 	case AlgorithmBully:
-		a.node, err = election.NewBully(ecfg)
+		return election.NewBully(ecfg)
 	case AlgorithmRing:
-		a.node, err = election.NewRing(ecfg)
-	default:
-		err = fmt.Errorf("algorithm %q is not available", cfg.Algorithm)
+		return election.NewRing(ecfg)
 	}
-	if err != nil {
-		a.store.Close()
-		return nil, fmt.Errorf("agent: %w", err)
-	}
-	a.snapshot = a.node.Status()
-	if cfg.IslandMode {
-		a.log.Warn("island mode (quorum: none): a network partition can elect two leaders")
-	}
-	if hs.Term >= election.MaxTerm-1024 {
-		a.log.Error("the term is at its bound: this member can stand in few or no more elections; with every agent of the group stopped, reset every member's term (edge-agent reset-term, docs/SECURITY.md)",
-			"term", hs.Term, "max_term", election.MaxTerm)
-	}
-	return a, nil
+	return nil, fmt.Errorf("algorithm %q is not available", cfg.Algorithm)
 }
 
 // Registry returns the registry holding the agent's metrics.
-func (a *Agent) Registry() *prometheus.Registry { return a.reg }
+func (a *Agent) Registry() *prometheus.Registry { return a.out.reg }
 
 // Config returns the validated configuration.
 func (a *Agent) Config() Config { return a.cfg }
 
-func (a *Agent) mono() time.Duration { return time.Since(a.start) }
+func (a *Agent) mono() time.Duration { return time.Since(a.lease.start) }
 
 // IsLeader reports whether this agent leads with a valid lease, checked on
 // the monotonic clock at the time of the call: a process that was paused
 // past its lease answers false the moment it wakes, before its loop runs.
 func (a *Agent) IsLeader() bool {
-	if !a.leading.Load() {
+	if !a.lease.leading.Load() {
 		return false
 	}
 	now := int64(a.mono())
-	if now >= a.leaseEnd.Load() || now < a.actAfter.Load() {
+	if now >= a.lease.leaseEnd.Load() || now < a.lease.actAfter.Load() {
 		return false
 	}
 	// With the fast path on, the others may elect the moment the server
 	// reports this connection closed: stop acting as soon as it is down.
-	return a.noFast || a.busUp()
+	return a.fast.noFast || a.busUp()
 }
 
 // LeaseRemaining is how long the lease still runs (0 if not leading).
 func (a *Agent) LeaseRemaining() time.Duration {
-	if !a.leading.Load() {
+	if !a.lease.leading.Load() {
 		return 0
 	}
-	return max(0, time.Duration(a.leaseEnd.Load())-a.mono())
+	return max(0, time.Duration(a.lease.leaseEnd.Load())-a.mono())
 }
 
 // Leader returns the id of the known leader, or "".
 func (a *Agent) Leader() string {
-	if a.leading.Load() && !a.IsLeader() {
+	if a.lease.leading.Load() && !a.IsLeader() {
 		return "" // our own lease ran out: we no longer know of a leader
 	}
-	return a.leaderID.Load().(string)
+	return a.lease.leaderID.Load().(string)
 }
 
 // Term returns the current term, the leader's fencing token.
-func (a *Agent) Term() uint64 { return a.term.Load() }
+func (a *Agent) Term() uint64 { return a.lease.term.Load() }
 
 // Healthy reports whether the election loop ran recently (within 3 heartbeats).
 func (a *Agent) Healthy() bool {
-	return a.running.Load() && a.mono()-time.Duration(a.lastLoopRun.Load()) < 3*a.cfg.Heartbeat
+	return a.lease.running.Load() && a.mono()-time.Duration(a.lease.lastLoopRun.Load()) < 3*a.cfg.Heartbeat
 }
 
 // Ready reports whether the agent has joined its group: its loop runs, its
@@ -309,12 +346,12 @@ func (a *Agent) Transfer(ctx context.Context, id string) error {
 }
 
 func (a *Agent) handover(ctx context.Context, nominee string) error {
-	if !a.running.Load() {
+	if !a.lease.running.Load() {
 		return ErrNotRunning
 	}
 	r := request{nominee: nominee, reply: make(chan error, 1)}
 	select {
-	case a.reqs <- r:
+	case a.in.reqs <- r:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -331,91 +368,35 @@ func (a *Agent) handover(ctx context.Context, nominee string) error {
 // Run returns an error if the state cannot be persisted: an agent that cannot
 // store its term must not take part.
 func (a *Agent) Run(ctx context.Context) error {
-	if !a.running.CompareAndSwap(false, true) {
+	if !a.lease.running.CompareAndSwap(false, true) {
 		return errors.New("agent: Run called twice")
 	}
-	defer a.running.Store(false)
+	defer a.lease.running.Store(false)
 	defer a.store.Close()
-	if a.transport == nil {
-		if a.nc == nil {
-			return errors.New("agent: no transport: use WithNATS or WithTransport")
-		}
-		members := make([]string, len(a.cfg.Members))
-		for i, m := range a.cfg.Members {
-			members[i] = m.ID
-		}
-		signing, err := a.signing()
-		if err != nil {
-			return err
-		}
-		t, err := NewNATSTransport(a.nc, NATSTransportConfig{
-			Prefix: a.cfg.SubjectPrefix, Group: a.cfg.Group, Self: a.cfg.ID, Members: members,
-			Hooks:     Hooks{OnBad: a.m.badMessage, OnMessage: a.m.message},
-			Signing:   signing,
-			Heartbeat: a.cfg.Heartbeat,
-		})
-		if err != nil {
-			return err
-		}
-		a.transport = t
+	closeBus, err := a.openBus()
+	if err != nil {
+		return err
 	}
-	defer a.transport.Close()
-	if a.nc != nil {
-		stop, err := a.serveControl()
-		if err != nil {
-			return err
-		}
-		defer stop()
-		prevDisc, prevRecon := a.nc.DisconnectErrHandler(), a.nc.ReconnectHandler()
-		a.nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
-			a.wakeOnDisconnect()
-			a.log.Warn("NATS disconnected", "err", err)
-			if prevDisc != nil {
-				prevDisc(c, err)
-			}
-		})
-		a.nc.SetReconnectHandler(func(c *nats.Conn) {
-			a.log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted())
-			if prevRecon != nil {
-				prevRecon(c)
-			}
-		})
-		defer a.nc.SetDisconnectErrHandler(prevDisc)
-		defer a.nc.SetReconnectHandler(prevRecon)
-		// Asynchronous errors (a permissions violation, a slow consumer)
-		// go to the log, not to stderr line by line as nats.go would:
-		// others can provoke them at will, and the log handler can
-		// rate-limit them (edge.LimitedHandler does in the binary).
-		prevErr := a.nc.ErrorHandler()
-		a.nc.SetErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			if sub != nil {
-				a.log.Warn("NATS error", "subject", sub.Subject, "err", err)
-			} else {
-				a.log.Warn("NATS error", "err", err)
-			}
-		})
-		defer a.nc.SetErrorHandler(prevErr)
-	}
-	defer a.startFastPath()()
-	if a.sys != nil && !a.noFast {
-		stop, err := a.subscribeAdvisories()
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	a.notify = newNotifier()
-	defer a.notify.close()
-	defer a.watchers.close()
+	defer closeBus()
+	a.out.notify = newNotifier()
+	defer a.out.notify.close()
+	defer a.out.watchers.close()
 
 	a.log.Info("agent started", "algorithm", a.cfg.Algorithm, "members", len(a.cfg.Members),
 		"quorum", a.cfg.Quorum, "heartbeat", a.cfg.Heartbeat, "suspect_after", a.cfg.SuspectAfter(),
-		"lease", a.cfg.Lease, "term", a.lastHS.Term)
+		"lease", a.cfg.Lease, "term", a.core.lastHS.Term)
+	return a.loop(ctx)
+}
+
+// loop is the election loop: it waits for an input (a message, a report, a
+// request) or for the core's next due tick, steps the core, and applies its
+// Ready (process), until ctx ends.
+func (a *Agent) loop(ctx context.Context) error {
 	clock := newTickClock(a.mono(), a.cfg.Tick())
 	timer := time.NewTimer(a.cfg.Tick())
 	defer timer.Stop()
 	inbox := a.transport.Inbox()
-	a.lastLoopRun.Store(int64(a.mono()))
+	a.lease.lastLoopRun.Store(int64(a.mono()))
 	for {
 		var err error
 		select {
@@ -430,34 +411,20 @@ func (a *Agent) Run(ctx context.Context) error {
 				return errors.New("agent: transport closed")
 			}
 			clock.catchUp(a.node, a.mono())
-			if first, gerr := a.algGuard.check(m, time.Now()); gerr != nil {
-				a.m.badMessage("algorithm_mismatch")
-				if first {
-					a.log.Error("refusing a member that runs another election algorithm", "err", gerr)
-				}
+			if !a.step(m) {
 				continue
-			}
-			if reason := a.checkTerm(m); reason != "" {
-				a.m.badMessage(reason)
-				continue
-			}
-			if m.Type == election.MsgHeartbeat && m.Conn != "" {
-				a.leaderConn[m.From] = m.Conn
-			}
-			if serr := a.node.Step(m); serr != nil {
-				a.countRejected(serr)
 			}
 			a.checkRoutes()
 			err = a.process()
-		case r := <-a.gone:
+		case r := <-a.in.gone:
 			clock.catchUp(a.node, a.mono())
 			a.onGone(r)
 			err = a.process()
-		case <-a.disc:
+		case <-a.in.disc:
 			clock.catchUp(a.node, a.mono())
 			a.onOwnDisconnect()
 			err = a.process()
-		case r := <-a.reqs:
+		case r := <-a.in.reqs:
 			clock.catchUp(a.node, a.mono())
 			rerr := a.node.Resign(r.nominee)
 			err = a.process()
@@ -474,6 +441,29 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
+// step gives m to the core, unless the agent refuses it first (a member
+// of another algorithm, a term jump); it reports whether the core saw m.
+func (a *Agent) step(m election.Message) bool {
+	if first, gerr := a.core.algGuard.check(m, time.Now()); gerr != nil {
+		a.m.badMessage("algorithm_mismatch")
+		if first {
+			a.log.Error("refusing a member that runs another election algorithm", "err", gerr)
+		}
+		return false
+	}
+	if reason := a.checkTerm(m); reason != "" {
+		a.m.badMessage(reason)
+		return false
+	}
+	if m.Type == election.MsgHeartbeat && m.Conn != "" {
+		a.fast.leaderConn[m.From] = m.Conn
+	}
+	if serr := a.node.Step(m); serr != nil {
+		a.countRejected(serr)
+	}
+	return true
+}
+
 // sleepUntilDue sets timer for the next moment the loop has work without a
 // message: the core's next due tick, the end of the wall-clock lease; and
 // at least every H, so that the watchdog sees a live loop. (In cluster mode
@@ -483,8 +473,8 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) sleepUntilDue(timer *time.Timer, clock *tickClock) {
 	now := a.mono()
 	due := min(clock.at(a.node.NextTick()), now+a.cfg.Heartbeat)
-	if a.leading.Load() {
-		due = min(due, time.Duration(a.leaseEnd.Load()))
+	if a.lease.leading.Load() {
+		due = min(due, time.Duration(a.lease.leaseEnd.Load()))
 	}
 	timer.Reset(max(due-now, 0)) // since Go 1.23 a Reset timer delivers no stale tick
 }
@@ -493,7 +483,7 @@ func (a *Agent) sleepUntilDue(timer *time.Timer, clock *tickClock) {
 // one wake-up pending is enough.
 func (a *Agent) wakeOnDisconnect() {
 	select {
-	case a.disc <- struct{}{}:
+	case a.in.disc <- struct{}{}:
 	default:
 	}
 }
@@ -558,27 +548,27 @@ const ReasonTermJump = "term_jump"
 // termAllowance returns the highest term this agent accepts now.
 func (a *Agent) termAllowance() uint64 {
 	periods := uint64(a.mono() / a.cfg.Heartbeat)
-	room := election.MaxTerm - min(a.startTerm, election.MaxTerm)
+	room := election.MaxTerm - min(a.core.startTerm, election.MaxTerm)
 	if periods+1 >= room/MaxTermJump {
 		return election.MaxTerm
 	}
-	return a.startTerm + (periods+1)*MaxTermJump
+	return a.core.startTerm + (periods+1)*MaxTermJump
 }
 
 // checkTerm refuses a message whose term is above the agent's allowance
 // (see MaxTermJump), before the core sees it; it returns the drop reason
 // or "".
 func (a *Agent) checkTerm(m election.Message) string {
-	if m.Term <= a.term.Load() {
+	if m.Term <= a.lease.term.Load() {
 		return ""
 	}
 	limit := a.termAllowance()
 	if m.Term <= limit {
 		return ""
 	}
-	if a.termJumpLog.allow("term_jump", a.mono()) {
+	if a.core.termJumpLog.allow("term_jump", a.mono()) {
 		a.log.Warn("refusing a term implausibly far above ours", "from", m.From, "type", m.Type.String(),
-			"term", m.Term, "own_term", a.term.Load(), "allowed", limit)
+			"term", m.Term, "own_term", a.lease.term.Load(), "allowed", limit)
 	}
 	return ReasonTermJump
 }
@@ -599,7 +589,7 @@ func (a *Agent) countRejected(err error) {
 
 // shutdown hands leadership over (if held) and stops.
 func (a *Agent) shutdown() error {
-	if a.role == election.Leader {
+	if a.core.role == election.Leader {
 		a.log.Info("shutting down: handing over leadership")
 		if err := a.node.Resign(""); err == nil {
 			if err := a.process(); err != nil {
@@ -614,58 +604,32 @@ func (a *Agent) shutdown() error {
 }
 
 func (a *Agent) flush() {
-	if a.nc != nil {
-		_ = a.nc.FlushTimeout(a.cfg.Heartbeat)
+	if a.bus.nc != nil {
+		_ = a.bus.nc.FlushTimeout(a.cfg.Heartbeat)
 	}
 }
 
 // process applies the core's Ready: persist, then send, then report.
 func (a *Agent) process() error {
 	now := a.mono()
-	a.lastLoopRun.Store(int64(now))
+	a.lease.lastLoopRun.Store(int64(now))
 	rd := a.node.Ready()
-	if rd.HardStateChanged && rd.HardState != a.lastHS {
-		if err := a.store.Save(rd.HardState); err != nil {
-			a.m.persistErrors.Inc()
-			a.log.Error("cannot persist term and vote; leaving the election", "err", err)
-			return fmt.Errorf("agent: persist state: %w", err)
-		}
-		a.lastHS = rd.HardState
-		a.journal.write(JournalEntry{Event: "state", Term: rd.HardState.Term, VotedFor: rd.HardState.VotedFor})
+	if err := a.persist(rd); err != nil {
+		return err
 	}
-	if a.role == election.Leader && rd.Role != election.Leader {
+	withhold := false // the RESIGN of a handover whose work did not stop
+	if a.core.role == election.Leader && rd.Role != election.Leader {
 		// Leadership ends before anything of this Ready leaves: a message
 		// that follows from it (a RESIGN, a COORDINATOR for a new term) may
 		// make a member vote for someone else.
 		if hasResign(rd.Messages) {
-			if !a.release("handing over") {
-				rd.Messages = withoutResign(rd.Messages) // see release
-			}
+			withhold = !a.release("handing over") // see release
 		} else {
 			a.stopLeading("lost leadership")
 		}
 	}
-	// Date heartbeats after the fsync above, just before they leave: a slow
-	// disk must not eat into the lease they start.
-	sendAt := a.mono()
-	for _, m := range rd.Messages {
-		if m.Type == election.MsgHeartbeat || m.Type == election.MsgCoordinator {
-			// Dated by its first send: a repeated COORDINATOR (a lossy link)
-			// must not move the lease its votes start later than the
-			// voters' own clocks allow.
-			if _, ok := a.sentAt[m.Seq]; !ok {
-				a.sentAt[m.Seq] = sendAt
-			}
-		}
-		if m.Type == election.MsgHeartbeat && !a.noFast {
-			m.Conn = a.announceConn(m.Term) // lets members match disconnect reports
-		}
-		m.Algorithm = a.cfg.Algorithm
-		if err := a.transport.Send(m); err != nil {
-			a.log.Debug("send failed", "type", m.Type, "err", err)
-		}
-	}
-	a.term.Store(rd.Term)
+	a.sendReady(rd, withhold)
+	a.lease.term.Store(rd.Term)
 	a.m.term.Set(float64(rd.Term))
 	for _, ev := range rd.Events {
 		a.report(ev)
@@ -676,63 +640,118 @@ func (a *Agent) process() error {
 	// The snapshot first: a caller that sees IsLeader turn true must not
 	// then read a status from before the election.
 	st := a.node.Status()
-	a.mu.Lock()
-	a.snapshot = st
-	a.mu.Unlock()
-	// Leadership: the lease runs from the send time of the newest heartbeat
-	// a quorum acknowledged.
+	a.status.mu.Lock()
+	a.status.snapshot = st
+	a.status.mu.Unlock()
 	if rd.Role == election.Leader {
-		// The lease may also fall back to an older heartbeat (a member's
-		// acknowledgements stopped counting): a seq whose send time is
-		// forgotten dates no lease at all.
-		var end time.Duration
-		if at, ok := a.sentAt[rd.LeaseSeq]; ok {
-			end = at + a.cfg.Lease
-		}
-		if a.leading.Load() && int64(end) > a.leaseEnd.Load() {
-			a.journal.write(JournalEntry{Event: "renew", Term: rd.Term, Until: a.wallUntil(end)})
-		}
-		a.leaseEnd.Store(int64(end))
-		for s, at := range a.sentAt {
-			if s != rd.LeaseSeq && now-at >= a.cfg.Lease {
-				delete(a.sentAt, s) // too old to date a lease
-			}
-		}
-		if int64(a.mono()) >= a.leaseEnd.Load() {
+		if !a.renewLease(rd, now) {
 			// The wall-clock lease ran out before the core noticed (it
-			// counts ticks, and a paused process misses ticks): stop acting
-			// now, and make the core step down too.
-			a.log.Debug("wall-clock lease expired", "lease_seq", rd.LeaseSeq, "lease_end", time.Duration(a.leaseEnd.Load()), "now", now, "sent", len(a.sentAt))
+			// counts ticks, and a paused process misses ticks): stop
+			// acting now, and make the core step down too.
 			a.stopLeading("lease expired")
-			a.role = rd.Role
+			a.core.role = rd.Role
 			a.node.StepDown(election.ReasonLeaseExpired)
 			return a.process()
 		}
-		if a.role != election.Leader {
+		if a.core.role != election.Leader {
 			a.startLeading(rd.Term)
 		}
-	} else if a.role == election.Leader {
+	} else if a.core.role == election.Leader {
 		a.stopLeading("lost leadership")
 	}
-	a.role = rd.Role
-	if rd.Leader != a.leader {
-		old := a.leader
-		a.leader = rd.Leader
-		a.leaderID.Store(rd.Leader)
-		a.m.leaderChanges.Inc()
-		a.m.setLeader(old, rd.Leader)
-		a.log.Info("leader changed", "leader", rd.Leader, "previous", old, "term", rd.Term)
-		if a.cb.OnNewLeader != nil {
-			id, term := rd.Leader, rd.Term
-			a.notify.push(func() { a.cb.OnNewLeader(id, term) })
-		}
-		a.watchers.publish(a.leaderChange(old, rd.Leader, rd.Term))
-	}
+	a.core.role = rd.Role
+	a.reportLeader(rd)
 	a.m.quorumLive.Set(float64(st.Live))
 	boolGauge(a.m.quorumOK, st.Live >= st.Quorum)
 	boolGauge(a.m.natsConnected, a.transport.Connected())
 	boolGauge(a.m.isLeader, a.IsLeader())
 	return nil
+}
+
+// persist stores the term and vote of rd, if they changed, before anything
+// of rd leaves.
+func (a *Agent) persist(rd election.Ready) error {
+	if !rd.HardStateChanged || rd.HardState == a.core.lastHS {
+		return nil
+	}
+	if err := a.store.Save(rd.HardState); err != nil {
+		a.m.persistErrors.Inc()
+		a.log.Error("cannot persist term and vote; leaving the election", "err", err)
+		return fmt.Errorf("agent: persist state: %w", err)
+	}
+	a.core.lastHS = rd.HardState
+	a.out.journal.write(JournalEntry{Event: "state", Term: rd.HardState.Term, VotedFor: rd.HardState.VotedFor})
+	return nil
+}
+
+// sendReady sends rd's messages (less a withheld RESIGN, see release),
+// dating heartbeats and COORDINATORs for the lease.
+func (a *Agent) sendReady(rd election.Ready, withhold bool) {
+	// Date heartbeats after the fsync, just before they leave: a slow disk
+	// must not eat into the lease they start.
+	sendAt := a.mono()
+	for _, m := range rd.Messages {
+		if withhold && m.Type == election.MsgResign {
+			continue
+		}
+		if m.Type == election.MsgHeartbeat || m.Type == election.MsgCoordinator {
+			// Dated by its first send: a repeated COORDINATOR (a lossy link)
+			// must not move the lease its votes start later than the
+			// voters' own clocks allow.
+			if _, ok := a.core.sentAt[m.Seq]; !ok {
+				a.core.sentAt[m.Seq] = sendAt
+			}
+		}
+		if err := a.transport.Send(m); err != nil {
+			a.log.Debug("send failed", "type", m.Type, "err", err)
+		}
+	}
+}
+
+// renewLease sets the lease of a leader's Ready rd: it runs from the send
+// time of the newest heartbeat a quorum acknowledged. It reports false when
+// that lease has already run out.
+func (a *Agent) renewLease(rd election.Ready, now time.Duration) bool {
+	// The lease may also fall back to an older heartbeat (a member's
+	// acknowledgements stopped counting): a seq whose send time is
+	// forgotten dates no lease at all.
+	var end time.Duration
+	if at, ok := a.core.sentAt[rd.LeaseSeq]; ok {
+		end = at + a.cfg.Lease
+	}
+	if a.lease.leading.Load() && int64(end) > a.lease.leaseEnd.Load() {
+		a.out.journal.write(JournalEntry{Event: "renew", Term: rd.Term, Until: a.wallUntil(end)})
+	}
+	a.lease.leaseEnd.Store(int64(end))
+	for s, at := range a.core.sentAt {
+		if s != rd.LeaseSeq && now-at >= a.cfg.Lease {
+			delete(a.core.sentAt, s) // too old to date a lease
+		}
+	}
+	if int64(a.mono()) >= a.lease.leaseEnd.Load() {
+		a.log.Debug("wall-clock lease expired", "lease_seq", rd.LeaseSeq, "lease_end", time.Duration(a.lease.leaseEnd.Load()), "now", now, "sent", len(a.core.sentAt))
+		return false
+	}
+	return true
+}
+
+// reportLeader tells callbacks, watchers, metrics and the log about a new
+// leader in rd.
+func (a *Agent) reportLeader(rd election.Ready) {
+	if rd.Leader == a.core.leader {
+		return
+	}
+	old := a.core.leader
+	a.core.leader = rd.Leader
+	a.lease.leaderID.Store(rd.Leader)
+	a.m.leaderChanges.Inc()
+	a.m.setLeader(old, rd.Leader)
+	a.log.Info("leader changed", "leader", rd.Leader, "previous", old, "term", rd.Term)
+	if a.out.cb.OnNewLeader != nil {
+		id, term := rd.Leader, rd.Term
+		a.out.notify.push(func() { a.out.cb.OnNewLeader(id, term) })
+	}
+	a.out.watchers.publish(a.leaderChange(old, rd.Leader, rd.Term))
 }
 
 func (a *Agent) report(ev election.Event) {
@@ -759,14 +778,14 @@ func (a *Agent) report(ev election.Event) {
 }
 
 func (a *Agent) startLeading(term uint64) {
-	a.actAfter.Store(int64(a.fenceUntil()))
-	a.leading.Store(true)
+	a.lease.actAfter.Store(int64(a.fenceUntil()))
+	a.lease.leading.Store(true)
 	a.m.isLeader.Set(1)
-	a.journal.write(JournalEntry{Event: "lead", Term: term, Until: a.wallUntil(time.Duration(a.leaseEnd.Load()))})
+	a.out.journal.write(JournalEntry{Event: "lead", Term: term, Until: a.wallUntil(time.Duration(a.lease.leaseEnd.Load()))})
 	ctx, cancel := context.WithCancel(context.Background())
-	a.leadCancel = cancel
+	a.work.leadCancel = cancel
 	go a.leaseGuard(ctx, cancel)
-	a.leadDone = a.startLeaderWork(ctx, term)
+	a.work.leadDone = a.startLeaderWork(ctx, term)
 }
 
 // leaseGuard cancels the leading context when the lease runs out, even if
@@ -776,8 +795,8 @@ func (a *Agent) leaseGuard(ctx context.Context, cancel context.CancelFunc) {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
-		rem := time.Duration(a.leaseEnd.Load()) - a.mono()
-		if rem <= 0 || !a.leading.Load() {
+		rem := time.Duration(a.lease.leaseEnd.Load()) - a.mono()
+		if rem <= 0 || !a.lease.leading.Load() {
 			cancel()
 			return
 		}
@@ -793,27 +812,27 @@ func (a *Agent) leaseGuard(ctx context.Context, cancel context.CancelFunc) {
 // stopLeading ends leadership on this side at once: IsLeader turns false and
 // the leading context is cancelled before anything else happens.
 func (a *Agent) stopLeading(why string) {
-	if !a.leading.Swap(false) {
+	if !a.lease.leading.Swap(false) {
 		return
 	}
-	a.leaseEnd.Store(0)
+	a.lease.leaseEnd.Store(0)
 	a.m.isLeader.Set(0)
-	if a.leadCancel != nil {
-		a.leadCancel()
-		a.leadCancel = nil
+	if a.work.leadCancel != nil {
+		a.work.leadCancel()
+		a.work.leadCancel = nil
 	}
-	a.journal.write(JournalEntry{Event: "stop", Term: a.Term(), Reason: why})
+	a.out.journal.write(JournalEntry{Event: "stop", Term: a.Term(), Reason: why})
 	a.log.Info("stopped leading", "reason", why, "term", a.Term())
-	if a.cb.OnStoppedLeading != nil {
-		a.notify.push(a.cb.OnStoppedLeading)
+	if a.out.cb.OnStoppedLeading != nil {
+		a.out.notify.push(a.out.cb.OnStoppedLeading)
 	}
 }
 
 // Status reports the agent's view, with the lease checked at call time.
 func (a *Agent) Status() StatusReport {
-	a.mu.Lock()
-	st := a.snapshot
-	a.mu.Unlock()
+	a.status.mu.Lock()
+	st := a.status.snapshot
+	a.status.mu.Unlock()
 	role := st.Role.String()
 	leading := a.IsLeader()
 	switch {
@@ -829,10 +848,10 @@ func (a *Agent) Status() StatusReport {
 		IslandMode:       a.cfg.IslandMode,
 		LeaseRemainingMS: a.LeaseRemaining().Milliseconds(),
 		NATSConnected:    a.transport != nil && a.transport.Connected(),
-		Version:          a.version,
+		Version:          a.out.version,
 		Time:             time.Now().UTC(),
 	}
-	r.AlgorithmMismatch = a.algGuard.mismatches(time.Now())
+	r.AlgorithmMismatch = a.core.algGuard.mismatches(time.Now())
 	tick := a.cfg.Tick()
 	for _, m := range st.Members {
 		mr := MemberReport{ID: m.ID, Priority: m.Priority, Alive: m.Alive, LastSeenMS: -1}

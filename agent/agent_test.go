@@ -11,23 +11,20 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edge-agent/edge-agent/election"
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds or the deadline passes (in a
+// synctest bubble, on its virtual clock).
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Until(t, d, what, cond)
 }
 
 type recorder struct {
@@ -119,7 +116,14 @@ func (s *testSite) agreed(ids ...string) string {
 	return l
 }
 
+// TestAgentElectsHighestAndReports runs in a synctest bubble: the agents'
+// clocks, timers and waits are virtual, so the test neither sleeps nor
+// depends on the machine's load.
 func TestAgentElectsHighestAndReports(t *testing.T) {
+	synctest.Test(t, testAgentElectsHighestAndReports)
+}
+
+func testAgentElectsHighestAndReports(t *testing.T) {
 	s := newTestSite(t, 3)
 	waitFor(t, 5*time.Second, "gw3 to lead", func() bool { return s.agreed("gw1", "gw2", "gw3") == "gw3" })
 	a := s.agents["gw3"]
@@ -139,6 +143,10 @@ func TestAgentElectsHighestAndReports(t *testing.T) {
 }
 
 func TestAgentIsolatedLeaderStepsDownAndMajorityElects(t *testing.T) {
+	synctest.Test(t, testAgentIsolatedLeaderStepsDownAndMajorityElects)
+}
+
+func testAgentIsolatedLeaderStepsDownAndMajorityElects(t *testing.T) {
 	s := newTestSite(t, 3)
 	waitFor(t, 5*time.Second, "gw3 to lead", func() bool { return s.agreed("gw1", "gw2", "gw3") == "gw3" })
 	term := s.agents["gw3"].Term()
@@ -166,6 +174,10 @@ func TestAgentIsolatedLeaderStepsDownAndMajorityElects(t *testing.T) {
 }
 
 func TestAgentTransferAndGracefulStop(t *testing.T) {
+	synctest.Test(t, testAgentTransferAndGracefulStop)
+}
+
+func testAgentTransferAndGracefulStop(t *testing.T) {
 	s := newTestSite(t, 3)
 	waitFor(t, 5*time.Second, "gw3 to lead", func() bool { return s.agreed("gw1", "gw2", "gw3") == "gw3" })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -189,7 +201,9 @@ func TestAgentTransferAndGracefulStop(t *testing.T) {
 	t.Logf("handover after stop took %s", time.Since(start))
 }
 
-func TestAgentRestartKeepsTerm(t *testing.T) {
+func TestAgentRestartKeepsTerm(t *testing.T) { synctest.Test(t, testAgentRestartKeepsTerm) }
+
+func testAgentRestartKeepsTerm(t *testing.T) {
 	dir := t.TempDir()
 	members := []election.Member{{ID: "solo"}}
 	cfg := Config{ID: "solo", Group: "g", Members: members, Heartbeat: 20 * time.Millisecond, StateDir: dir}
@@ -255,6 +269,10 @@ func TestConfigValidateErrorsNameKeys(t *testing.T) {
 // TestAgentRefusesMemberOfAnotherAlgorithm: gw1 runs Ring in a Bully group;
 // the others refuse it (log, /status, metric) and it never takes part.
 func TestAgentRefusesMemberOfAnotherAlgorithm(t *testing.T) {
+	synctest.Test(t, testAgentRefusesMemberOfAnotherAlgorithm)
+}
+
+func testAgentRefusesMemberOfAnotherAlgorithm(t *testing.T) {
 	net := NewMemNetwork()
 	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
 	agents := map[string]*Agent{}
@@ -334,6 +352,10 @@ func (f *fakeRoutes) set(r map[string]bool) { f.mu.Lock(); f.routed = r; f.mu.Un
 // server loses its routes to a quorum stops leading at once (the members
 // beyond may be electing on the same route closures).
 func TestAgentLeaderStepsDownWhenRoutesToQuorumClose(t *testing.T) {
+	synctest.Test(t, testAgentLeaderStepsDownWhenRoutesToQuorumClose)
+}
+
+func testAgentLeaderStepsDownWhenRoutesToQuorumClose(t *testing.T) {
 	net := NewMemNetwork()
 	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
 	routes := &fakeRoutes{id: "S3", routed: map[string]bool{"S1": true, "S2": true}}
@@ -391,6 +413,10 @@ func (n *namedRoutes) RoutedServerNames() map[string]string {
 // own server tells it), so gw3 must stop counting gw2 and step down at once,
 // not when its lease runs out.
 func TestAgentLeaderStopsCountingMemberBehindClosedRoute(t *testing.T) {
+	synctest.Test(t, testAgentLeaderStopsCountingMemberBehindClosedRoute)
+}
+
+func testAgentLeaderStopsCountingMemberBehindClosedRoute(t *testing.T) {
 	net := NewMemNetwork()
 	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
 	routes := &namedRoutes{

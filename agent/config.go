@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -122,6 +123,19 @@ func (c *Config) Validate() error {
 	if c.HeartbeatMisses == 0 {
 		c.HeartbeatMisses = 3
 	}
+	for _, check := range []func() error{c.validateMembers, c.validateChoices, c.validateQuorum, c.validateTiming, c.validateSigning} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if c.StateDir == "" {
+		return errors.New("state_dir: a state directory is required (the term and vote are persisted there)")
+	}
+	return nil
+}
+
+// validateMembers checks the member's id, the group and the member list.
+func (c *Config) validateMembers() error {
 	if !election.ValidID(c.ID) {
 		return fmt.Errorf("id: %q is not a valid member id (1-64 of A-Z a-z 0-9 _ -)", c.ID)
 	}
@@ -131,8 +145,8 @@ func (c *Config) Validate() error {
 	if len(c.Members) == 0 {
 		return errors.New("members: at least one member is required")
 	}
-	if len(c.Members) > WireMaxMembers {
-		return fmt.Errorf("members: %d members exceed the limit of %d", len(c.Members), WireMaxMembers)
+	if len(c.Members) > wire.WireMaxMembers {
+		return fmt.Errorf("members: %d members exceed the limit of %d", len(c.Members), wire.WireMaxMembers)
 	}
 	seen := map[string]bool{}
 	self := false
@@ -149,6 +163,12 @@ func (c *Config) Validate() error {
 	if !self {
 		return fmt.Errorf("id: %q is not in members", c.ID)
 	}
+	return nil
+}
+
+// validateChoices checks the algorithm, the preemption and the subject
+// prefix.
+func (c *Config) validateChoices() error {
 	switch c.Algorithm {
 	case AlgorithmBully, AlgorithmRing:
 	default:
@@ -164,6 +184,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("subject_prefix: %q is not a valid NATS subject prefix", c.SubjectPrefix)
 		}
 	}
+	return nil
+}
+
+// validateQuorum fills and checks the quorum.
+func (c *Config) validateQuorum() error {
 	n := len(c.Members)
 	if c.IslandMode {
 		if c.Quorum != 0 && c.Quorum != 1 {
@@ -179,6 +204,12 @@ func (c *Config) Validate() error {
 	if !c.IslandMode && c.Quorum <= n/2 {
 		return fmt.Errorf("quorum: %d of %d members is not a majority; two leaders could be elected (use quorum: none to accept that)", c.Quorum, n)
 	}
+	return nil
+}
+
+// validateTiming fills and checks the heartbeat, the lease and the other
+// durations.
+func (c *Config) validateTiming() error {
 	if c.Heartbeat < 10*time.Millisecond || c.Heartbeat > time.Minute {
 		return fmt.Errorf("heartbeat: %s is outside 10ms..1m", c.Heartbeat)
 	}
@@ -213,12 +244,6 @@ func (c *Config) Validate() error {
 	}
 	if c.HoldDown < 0 {
 		return fmt.Errorf("hold_down: %s is negative", c.HoldDown)
-	}
-	if err := c.validateSigning(); err != nil {
-		return err
-	}
-	if c.StateDir == "" {
-		return errors.New("state_dir: a state directory is required (the term and vote are persisted there)")
 	}
 	return nil
 }
@@ -270,7 +295,7 @@ func (c *Config) validateSigning() error {
 			return fmt.Errorf("member_keys: %q for %q is not an nkey user public key (U...)", k, m.ID)
 		}
 	}
-	if _, err := NewSigning(c.ID, bytes.TrimSpace(seed), c.MemberKeys, 1); err != nil {
+	if _, err := wire.NewSigning(c.ID, bytes.TrimSpace(seed), c.MemberKeys, 1); err != nil {
 		return fmt.Errorf("signing_seed: %s: %w", c.SigningSeedFile, err)
 	}
 	return nil

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/agent/wire"
 )
 
 // ControlRequest is the body of a control request. Nominee is only used by
@@ -81,9 +83,9 @@ func (a *Agent) newControlAuth() *controlAuth {
 		c.signers[k] = "operator " + name
 	}
 	d := handoverPeriod(a.cfg.SuspectAfter()).Seconds()
-	c.rates[VerbStatus] = newLimiter(StatusRate, StatusBurst, 64)
-	c.rates[VerbResign] = newLimiter(1/d, HandoverBurst, 64)
-	c.rates[VerbTransfer] = c.rates[VerbResign]
+	c.rates[wire.VerbStatus] = newLimiter(StatusRate, StatusBurst, 64)
+	c.rates[wire.VerbResign] = newLimiter(1/d, HandoverBurst, 64)
+	c.rates[wire.VerbTransfer] = c.rates[wire.VerbResign]
 	return c
 }
 
@@ -92,8 +94,8 @@ func (c *controlAuth) allow(verb, signer string, now time.Duration, d time.Durat
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := verb
-	if verb == VerbTransfer {
-		key = VerbResign // one budget for every handover
+	if verb == wire.VerbTransfer {
+		key = wire.VerbResign // one budget for every handover
 	}
 	b := c.verbs[key]
 	if b == nil {
@@ -101,7 +103,7 @@ func (c *controlAuth) allow(verb, signer string, now time.Duration, d time.Durat
 		c.verbs[key] = b
 	}
 	rate, burst := float64(5*StatusRate), float64(5*StatusBurst)
-	if key == VerbResign {
+	if key == wire.VerbResign {
 		rate, burst = 1/handoverPeriod(d).Seconds(), HandoverBurst
 	}
 	if !c.rates[verb].allow(signer, now) {
@@ -121,7 +123,7 @@ func (a *Agent) serveControl() (stop func(), err error) {
 		}
 	}
 	sub := func(verb string, h func(m *nats.Msg, signer string)) error {
-		s, err := a.nc.Subscribe(ControlSubject(a.cfg.SubjectPrefix, a.cfg.Group, verb), func(m *nats.Msg) {
+		s, err := a.bus.nc.Subscribe(wire.ControlSubject(a.cfg.SubjectPrefix, a.cfg.Group, verb), func(m *nats.Msg) {
 			signer, ok := a.checkControl(auth, verb, m)
 			if ok {
 				h(m, signer)
@@ -135,84 +137,94 @@ func (a *Agent) serveControl() (stop func(), err error) {
 		subs = append(subs, s)
 		return nil
 	}
-	if err := sub(VerbStatus, func(m *nats.Msg, _ string) {
+	if err := sub(wire.VerbStatus, func(m *nats.Msg, _ string) {
 		b, err := json.Marshal(a.Status())
 		if err == nil {
 			a.controlReply(m, b)
-			a.m.control(VerbStatus, ControlOK)
+			a.m.control(wire.VerbStatus, ControlOK)
 		}
 	}); err != nil {
 		stop()
 		return nil, err
 	}
-	handover := func(transfer bool) func(*nats.Msg, string) {
-		verb := VerbResign
-		if transfer {
-			verb = VerbTransfer
-		}
-		return func(m *nats.Msg, signer string) {
-			if !a.IsLeader() {
-				return
-			}
-			var req ControlRequest
-			if len(m.Data) > 0 {
-				if err := json.Unmarshal(m.Data, &req); err != nil {
-					a.m.control(verb, ControlBadRequest)
-					a.respond(m, errors.New("bad request: "+err.Error()))
-					return
-				}
-			}
-			if !transfer {
-				req.Nominee = ""
-			} else if req.Nominee == "" {
-				a.m.control(verb, ControlBadRequest)
-				a.respond(m, errors.New("transfer needs a nominee"))
-				return
-			}
-			if a.signer != nil {
-				// A signed request is for one leadership, once.
-				term := a.Term()
-				if req.Leader != a.cfg.ID || req.Term != term || req.Nonce == "" || len(req.Nonce) > 64 {
-					a.m.control(verb, ControlStale)
-					a.respond(m, fmt.Errorf("request for leader %q in term %d refused: %s leads term %d", req.Leader, req.Term, a.cfg.ID, term))
-					return
-				}
-				auth.mu.Lock()
-				_, dup := auth.seen[req.Nonce]
-				for k, t := range auth.seen {
-					if t != term || len(auth.seen) > 256 {
-						delete(auth.seen, k)
-					}
-				}
-				auth.seen[req.Nonce] = term
-				auth.mu.Unlock()
-				if dup {
-					a.m.control(verb, ControlStale)
-					return // a played-back request: no answer
-				}
-			}
-			a.log.Info("control request", "verb", verb, "from", signer, "nominee", req.Nominee)
-			a.m.control(verb, ControlOK)
-			// The handler runs on the subscription's goroutine; hand the
-			// request over without blocking it.
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+a.releaseWait)
-				defer cancel()
-				a.respond(m, a.handover(ctx, req.Nominee))
-			}()
-		}
-	}
-	if err := sub(VerbResign, handover(false)); err != nil {
+	if err := sub(wire.VerbResign, a.handoverRequest(auth, false)); err != nil {
 		stop()
 		return nil, err
 	}
-	if err := sub(VerbTransfer, handover(true)); err != nil {
+	if err := sub(wire.VerbTransfer, a.handoverRequest(auth, true)); err != nil {
 		stop()
 		return nil, err
 	}
 	unsub := stop
 	stopEvents := a.publishEvents()
 	return func() { unsub(); stopEvents() }, nil
+}
+
+// handoverRequest returns the handler of resign (transfer false) or
+// transfer requests: only the leader answers; a signed request is for one
+// leadership, once.
+func (a *Agent) handoverRequest(auth *controlAuth, transfer bool) func(*nats.Msg, string) {
+	verb := wire.VerbResign
+	if transfer {
+		verb = wire.VerbTransfer
+	}
+	return func(m *nats.Msg, signer string) {
+		if !a.IsLeader() {
+			return
+		}
+		var req ControlRequest
+		if len(m.Data) > 0 {
+			if err := json.Unmarshal(m.Data, &req); err != nil {
+				a.m.control(verb, ControlBadRequest)
+				a.respond(m, errors.New("bad request: "+err.Error()))
+				return
+			}
+		}
+		if !transfer {
+			req.Nominee = ""
+		} else if req.Nominee == "" {
+			a.m.control(verb, ControlBadRequest)
+			a.respond(m, errors.New("transfer needs a nominee"))
+			return
+		}
+		if a.bus.signer != nil && !a.freshRequest(auth, verb, m, req) {
+			return
+		}
+		a.log.Info("control request", "verb", verb, "from", signer, "nominee", req.Nominee)
+		a.m.control(verb, ControlOK)
+		// The handler runs on the subscription's goroutine; hand the
+		// request over without blocking it.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+a.work.releaseWait)
+			defer cancel()
+			a.respond(m, a.handover(ctx, req.Nominee))
+		}()
+	}
+}
+
+// freshRequest reports whether a signed handover request is for this
+// leadership and new; it answers (or drops) a request that is not.
+func (a *Agent) freshRequest(auth *controlAuth, verb string, m *nats.Msg, req ControlRequest) bool {
+	term := a.Term()
+	if req.Leader != a.cfg.ID || req.Term != term || req.Nonce == "" || len(req.Nonce) > 64 {
+		a.m.control(verb, ControlStale)
+		a.respond(m, fmt.Errorf("request for leader %q in term %d refused: %s leads term %d", req.Leader, req.Term, a.cfg.ID, term))
+		return false
+	}
+	auth.mu.Lock()
+	_, dup := auth.seen[req.Nonce]
+	for k, t := range auth.seen {
+		if t != term || len(auth.seen) > 256 {
+			delete(auth.seen, k)
+		}
+	}
+	auth.seen[req.Nonce] = term
+	auth.mu.Unlock()
+	if dup {
+		a.m.control(verb, ControlStale)
+		return false // a played-back request: no answer
+	}
+	return true
 }
 
 // checkControl applies the checks every control request passes before its
@@ -229,10 +241,10 @@ func (a *Agent) checkControl(auth *controlAuth, verb string, m *nats.Msg) (signe
 		return "", false
 	}
 	key := ""
-	if a.signer != nil {
-		k, _, err := VerifyControl(m)
+	if a.bus.signer != nil {
+		k, _, err := wire.VerifyControl(m)
 		switch {
-		case errors.Is(err, ErrControlUnsigned):
+		case errors.Is(err, wire.ErrControlUnsigned):
 			a.m.control(verb, ControlUnsigned)
 			return "", false
 		case err != nil:
@@ -256,21 +268,21 @@ func (a *Agent) checkControl(auth *controlAuth, verb string, m *nats.Msg) (signe
 // controlReply answers m with payload, signed when the group signs.
 func (a *Agent) controlReply(m *nats.Msg, payload []byte) {
 	out := &nats.Msg{Subject: m.Reply, Data: payload}
-	if a.signer != nil {
-		ep, n := a.signer.next()
-		if err := SignControl(a.signer.key, out, Numbering{Epoch: ep, N: n}.String()); err != nil {
+	if a.bus.signer != nil {
+		ep, n := a.bus.signer.Next()
+		if err := wire.SignControl(a.bus.signer.Key(), out, wire.Numbering{Epoch: ep, N: n}.String()); err != nil {
 			return
 		}
 	}
-	_ = a.nc.PublishMsg(out)
+	_ = a.bus.nc.PublishMsg(out)
 }
 
 // EventsSubject is where every agent of a group publishes a LeaderChange
 // (JSON) each time the leader it knows changes: `<prefix>.<group>.ctl.events`.
 // Events are best effort (a change seen while disconnected from NATS is not
 // published); `edge-agent watch` streams them. In a group that signs, they
-// are signed and numbered (see KeyHeader).
-func EventsSubject(prefix, group string) string { return ControlSubject(prefix, group, "events") }
+// are signed and numbered (see wire.KeyHeader).
+func EventsSubject(prefix, group string) string { return wire.ControlSubject(prefix, group, "events") }
 
 // publishEvents publishes every leader change this agent sees on the
 // group's events subject, in order, until the agent's watchers close (when
@@ -285,12 +297,12 @@ func (a *Agent) publishEvents() (stop func()) {
 			b, err := json.Marshal(c)
 			if err == nil {
 				out := &nats.Msg{Subject: subject, Data: b}
-				if a.signer != nil {
-					ep, n := a.signer.next()
-					err = SignControl(a.signer.key, out, Numbering{Epoch: ep, N: n}.String())
+				if a.bus.signer != nil {
+					ep, n := a.bus.signer.Next()
+					err = wire.SignControl(a.bus.signer.Key(), out, wire.Numbering{Epoch: ep, N: n}.String())
 				}
 				if err == nil {
-					err = a.nc.PublishMsg(out)
+					err = a.bus.nc.PublishMsg(out)
 				}
 			}
 			if err != nil {
@@ -300,7 +312,7 @@ func (a *Agent) publishEvents() (stop func()) {
 	}()
 	return func() {
 		<-done
-		_ = a.nc.FlushTimeout(time.Second)
+		_ = a.bus.nc.FlushTimeout(time.Second)
 	}
 }
 

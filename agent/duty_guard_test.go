@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/edge-agent/edge-agent/agent/duty"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -25,7 +26,7 @@ func TestDutyWaitOutlastsTheCommand(t *testing.T) {
 	script, log := dutyFiles(t)
 	members := []election.Member{{ID: "gw1"}}
 	net := NewMemNetwork()
-	d := NewDuty(DutyConfig{Command: []string{"sh", script, "stubborn"}, Env: []string{"DUTY_LOG=" + log}, Grace: 300 * time.Millisecond})
+	d := testDuty(DutyConfig{Command: []string{"sh", script, "stubborn"}, Env: []string{"DUTY_LOG=" + log}, Grace: 300 * time.Millisecond})
 	a, err := New(Config{ID: "gw1", Group: "site", Members: members, Heartbeat: time.Second, StateDir: t.TempDir()},
 		WithTransport(net.Join("gw1")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithDuty(d))
 	if err != nil {
@@ -33,8 +34,8 @@ func TestDutyWaitOutlastsTheCommand(t *testing.T) {
 	}
 	defer a.store.Close()
 	// Leadership as the loop starts it, with a lease far off; no loop runs.
-	a.leaseEnd.Store(int64(time.Hour))
-	a.leading.Store(true)
+	a.lease.leaseEnd.Store(int64(time.Hour))
+	a.lease.leading.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	a.startLeaderWork(ctx, 1)
 	var start dutyRecord
@@ -67,7 +68,7 @@ func TestDutyNotRestartedAfterGuardDeadline(t *testing.T) {
 		if id == "gw3" {
 			argv = append(argv, "stubborn")
 		}
-		d := NewDuty(DutyConfig{Command: argv, Env: []string{"DUTY_LOG=" + log}, RestartBackoff: 10 * time.Millisecond})
+		d := testDuty(DutyConfig{Command: argv, Env: []string{"DUTY_LOG=" + log}, RestartBackoff: 10 * time.Millisecond})
 		duties[id] = d
 		return []Option{WithDuty(d)}
 	}})
@@ -77,7 +78,7 @@ func TestDutyNotRestartedAfterGuardDeadline(t *testing.T) {
 		term = r.term
 		return ok
 	})
-	duties["gw3"].holdRenewals.Store(true)
+	duties["gw3"].HoldRenewals(true)
 	waitFor(t, 10*time.Second, "another member to lead and run its duty", func() bool {
 		l := agreedLeader(agents, ids...)
 		if l == "" || l == "gw3" {
@@ -118,7 +119,7 @@ func TestDutyEnvironment(t *testing.T) {
 	}
 	duties := map[string]*Duty{}
 	_, _, stop := runSite(t, 3, 100*time.Millisecond, siteSetup{opts: func(id string) []Option {
-		d := NewDuty(DutyConfig{Command: dump("command", "; exec sleep 1000"), OnElected: dump("elected", ""), OnDemoted: dump("demoted", ""),
+		d := testDuty(DutyConfig{Command: dump("command", "; exec sleep 1000"), OnElected: dump("elected", ""), OnDemoted: dump("demoted", ""),
 			Env: []string{"PLC=10.0.0.5", "PASS_ME", "NOT_SET_ANYWHERE"}})
 		duties[id] = d
 		return []Option{WithDuty(d)}
@@ -179,7 +180,7 @@ func TestDutyGuardIsOwnExecutable(t *testing.T) {
 	script, log := dutyFiles(t)
 	duties := map[string]*Duty{}
 	_, _, stop := runSite(t, 3, 200*time.Millisecond, siteSetup{opts: func(id string) []Option {
-		d := NewDuty(DutyConfig{Command: []string{"sh", script}, Env: []string{"DUTY_LOG=" + log}, GuardPath: defaultGuardPath})
+		d := testDuty(DutyConfig{Command: []string{"sh", script}, Env: []string{"DUTY_LOG=" + log}, GuardPath: duty.SelfGuardPath})
 		duties[id] = d
 		return []Option{WithDuty(d)}
 	}})

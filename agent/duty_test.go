@@ -89,7 +89,7 @@ func TestDutyStopsBeforeTheSuccessorStarts(t *testing.T) {
 	ids := []string{"gw1", "gw2", "gw3"}
 	duties := map[string]*Duty{}
 	_, agents, stop := runSite(t, 3, 100*time.Millisecond, siteSetup{opts: func(id string) []Option {
-		d := NewDuty(DutyConfig{Command: []string{"sh", script}, Env: []string{"DUTY_LOG=" + log},
+		d := testDuty(DutyConfig{Command: []string{"sh", script}, Env: []string{"DUTY_LOG=" + log},
 			OnElected: []string{"sh", "-c", hook}, OnDemoted: []string{"sh", "-c", hook}})
 		duties[id] = d
 		return []Option{WithDuty(d)}
@@ -201,7 +201,7 @@ func TestDutyRestartsThenResigns(t *testing.T) {
 		if id == "gw3" {
 			c = DutyConfig{Command: []string{"sh", "-c", "exit 3"}, MaxFailures: 3, RestartBackoff: 10 * time.Millisecond}
 		}
-		return []Option{WithDuty(NewDuty(c))}
+		return []Option{WithDuty(testDuty(c))}
 	}})
 	waitFor(t, 10*time.Second, "gw2 to take over from the failing gw3", func() bool {
 		_, ok := findRecord(readDutyLog(t, log), "start", "gw2")
@@ -263,7 +263,7 @@ func TestDutyKilledBeforeLeaseEndsWhenLoopStuck(t *testing.T) {
 			const hb = 200 * time.Millisecond // room for the SIGTERM trap on a loaded machine
 			_, agents, _ := runSite(t, 3, hb, siteSetup{
 				opts: func(id string) []Option {
-					return []Option{WithDuty(NewDuty(DutyConfig{Command: []string{"sh", script, mode}, Env: []string{"DUTY_LOG=" + log}}))}
+					return []Option{WithDuty(testDuty(DutyConfig{Command: []string{"sh", script, mode}, Env: []string{"DUTY_LOG=" + log}}))}
 				},
 				wrap: func(id string, tr Transport) Transport {
 					st := &stuckTransport{Transport: tr, entered: make(chan struct{}, 1)}
@@ -305,8 +305,8 @@ func TestDutyKilledBeforeLeaseEndsWhenLoopStuck(t *testing.T) {
 				case <-time.After(5 * time.Second):
 					t.Fatalf("%s's loop never sent", id)
 				}
-				if a.leading.Load() && a.leaseEnd.Load() > 0 {
-					leaseEnd = a.start.Add(time.Duration(a.leaseEnd.Load()))
+				if a.lease.leading.Load() && a.lease.leaseEnd.Load() > 0 {
+					leaseEnd = a.lease.start.Add(time.Duration(a.lease.leaseEnd.Load()))
 					break
 				}
 				st.thaw()

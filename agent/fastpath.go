@@ -104,7 +104,7 @@ func WithAdvisories(sys *nats.Conn) Option {
 		if sys == nil {
 			return fmt.Errorf("agent: WithAdvisories: nil connection")
 		}
-		a.sys = sys
+		a.bus.sys = sys
 		return nil
 	}
 }
@@ -131,7 +131,7 @@ func WithPresence(nc *nats.Conn) Option {
 		if nc == nil {
 			return fmt.Errorf("agent: WithPresence: nil connection")
 		}
-		a.pres.nc = nc
+		a.bus.pres.nc = nc
 		return nil
 	}
 }
@@ -160,15 +160,15 @@ type announcement struct {
 // (the leader steps down when it drops), so the members never switch back
 // to a connection that the leader no longer guards.
 func (a *Agent) announceConn(term uint64) string {
-	if p := a.pres.announced.Load(); p != nil && p.term == term {
+	if p := a.bus.pres.announced.Load(); p != nil && p.term == term {
 		return p.conn
 	}
-	if id := connIdentity(a.pres.nc); id != "" {
-		a.pres.announced.Store(&announcement{term: term, conn: id})
+	if id := connIdentity(a.bus.pres.nc); id != "" {
+		a.bus.pres.announced.Store(&announcement{term: term, conn: id})
 		return id
 	}
-	a.pres.announced.Store(nil)
-	return connIdentity(a.nc)
+	a.bus.pres.announced.Store(nil)
+	return connIdentity(a.bus.nc)
 }
 
 // busUp reports whether the connections the members may act on are up: the
@@ -176,11 +176,11 @@ func (a *Agent) announceConn(term uint64) string {
 // current term announced it (the very connection it announced, not one
 // that replaced it).
 func (a *Agent) busUp() bool {
-	if a.nc != nil && !a.nc.IsConnected() {
+	if a.bus.nc != nil && !a.bus.nc.IsConnected() {
 		return false
 	}
-	if p := a.pres.announced.Load(); p != nil && p.term == a.term.Load() {
-		return connIdentity(a.pres.nc) == p.conn
+	if p := a.bus.pres.announced.Load(); p != nil && p.term == a.lease.term.Load() {
+		return connIdentity(a.bus.pres.nc) == p.conn
 	}
 	return true
 }
@@ -215,8 +215,8 @@ type routeCounter interface{ NumRoutes() int }
 // pollRoutes wakes the loop (through the gone channel) as soon as the
 // embedded server has fewer routes than before. It returns the stop.
 func (a *Agent) pollRoutes() func() {
-	rc, ok := a.routes.(routeCounter)
-	if !ok || a.noFast {
+	rc, ok := a.fast.routes.(routeCounter)
+	if !ok || a.fast.noFast {
 		return func() {}
 	}
 	done, stopped := make(chan struct{}), make(chan struct{})
@@ -234,7 +234,7 @@ func (a *Agent) pollRoutes() func() {
 			n := rc.NumRoutes()
 			if n < last {
 				select {
-				case a.gone <- goneReport{}:
+				case a.in.gone <- goneReport{}:
 				default: // the loop is busy; its next tick looks anyway
 				}
 			}
@@ -247,8 +247,8 @@ func (a *Agent) pollRoutes() func() {
 // watchPresence makes a drop of the presence connection reach the loop as
 // one of the election connection does. It returns the undo.
 func (a *Agent) watchPresence() func() {
-	nc := a.pres.nc
-	if nc == nil || a.noFast {
+	nc := a.bus.pres.nc
+	if nc == nil || a.fast.noFast {
 		return func() {}
 	}
 	prevDisc, prevClosed := nc.DisconnectErrHandler(), nc.ClosedHandler()
@@ -274,18 +274,18 @@ func (a *Agent) watchPresence() func() {
 // WithoutFastFailover turns the fast path off: advisories are ignored and a
 // leader that loses its connection keeps its lease until it runs out.
 func WithoutFastFailover() Option {
-	return func(a *Agent) error { a.noFast = true; return nil }
+	return func(a *Agent) error { a.fast.noFast = true; return nil }
 }
 
 // subscribeAdvisories feeds disconnect advisories of the group to the loop.
 func (a *Agent) subscribeAdvisories() (func(), error) {
-	sub, err := a.sys.Subscribe(DisconnectSubject, func(m *nats.Msg) {
+	sub, err := a.bus.sys.Subscribe(DisconnectSubject, func(m *nats.Msg) {
 		r, ok := parseAdvisory(m.Data, a.cfg.Group)
 		if !ok || r.id == a.cfg.ID {
 			return
 		}
 		select {
-		case a.gone <- r:
+		case a.in.gone <- r:
 		default:
 			a.m.badMessage("inbox_full")
 		}
@@ -293,7 +293,7 @@ func (a *Agent) subscribeAdvisories() (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: subscribe to %s: %w", DisconnectSubject, err)
 	}
-	if err := a.sys.Flush(); err != nil {
+	if err := a.bus.sys.Flush(); err != nil {
 		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("agent: subscribe to %s: %w", DisconnectSubject, err)
 	}
@@ -303,7 +303,7 @@ func (a *Agent) subscribeAdvisories() (func(), error) {
 // onGone applies a report from the loop. A report without a member is the
 // route poller's: routes closed, look at them now.
 func (a *Agent) onGone(r goneReport) {
-	if a.noFast {
+	if a.fast.noFast {
 		return
 	}
 	if r.id == "" {
@@ -311,7 +311,7 @@ func (a *Agent) onGone(r goneReport) {
 		return
 	}
 	if a.node.LeaderGone(r.id, r.conn) {
-		a.fastAt = a.mono()
+		a.fast.fastAt = a.mono()
 		a.m.fastSuspicions.Inc()
 		a.log.Info("leader's connection closed: electing now", "leader", r.id)
 	}
@@ -323,10 +323,10 @@ func (a *Agent) onGone(r goneReport) {
 // that connection (heartbeats, a COORDINATOR) the report releases, so no
 // acknowledgement or vote still on its way may count.
 func (a *Agent) onOwnDisconnect() {
-	if a.noFast || a.role == election.Follower {
+	if a.fast.noFast || a.core.role == election.Follower {
 		return
 	}
-	if a.role == election.Leader {
+	if a.core.role == election.Leader {
 		a.stopLeading("lost connection to NATS")
 	}
 	a.node.StepDown(election.ReasonConnectionLost)
@@ -335,10 +335,10 @@ func (a *Agent) onOwnDisconnect() {
 // fence returns until when a leader elected on a disconnect report must wait
 // before it acts, on the monotonic clock (0: no fence).
 func (a *Agent) fenceUntil() time.Duration {
-	if a.fastAt == 0 || a.mono()-a.fastAt > a.cfg.SuspectAfter() {
+	if a.fast.fastAt == 0 || a.mono()-a.fast.fastAt > a.cfg.SuspectAfter() {
 		return 0
 	}
-	return a.fastAt + a.cfg.Fence
+	return a.fast.fastAt + a.cfg.Fence
 }
 
 // RouteWatcher is the agent's view of its own embedded, clustered NATS
@@ -378,23 +378,23 @@ func ServerName(group, id string) string { return group + "-" + id }
 //
 // Each gateway runs one member, so a route stands for one member.
 func WithRouteWatch(w RouteWatcher) Option {
-	return func(a *Agent) error { a.routes = w; return nil }
+	return func(a *Agent) error { a.fast.routes = w; return nil }
 }
 
 // checkRoutes runs on the loop's wakes: it reports every route closed since
 // the last check to the core.
 func (a *Agent) checkRoutes() {
-	if a.routes == nil || a.noFast {
+	if a.fast.routes == nil || a.fast.noFast {
 		return
 	}
-	now := a.routes.RoutedServers()
-	prev := a.routed
-	a.routed = now
+	now := a.fast.routes.RoutedServers()
+	prev := a.fast.routed
+	a.fast.routed = now
 	var names map[string]string
-	if n, ok := a.routes.(RouteNamer); ok {
+	if n, ok := a.fast.routes.(RouteNamer); ok {
 		names = n.RoutedServerNames()
 		for sid, name := range names {
-			a.serverNames[sid] = name // remembered: a closed route is no longer listed
+			a.fast.serverNames[sid] = name // remembered: a closed route is no longer listed
 		}
 	}
 	lost := map[string]bool{} // members at the other end of a closed route
@@ -403,26 +403,26 @@ func (a *Agent) checkRoutes() {
 		if now[sid] {
 			continue
 		}
-		if id, ok := strings.CutPrefix(a.serverNames[sid], ServerName(a.cfg.Group, "")); ok && a.isMember(id) {
+		if id, ok := strings.CutPrefix(a.fast.serverNames[sid], ServerName(a.cfg.Group, "")); ok && a.isMember(id) {
 			lost[id] = true
 		} else {
 			unnamed = true
 		}
-		if conn := a.leaderConn[a.leader]; a.leader != "" && strings.HasPrefix(conn, sid+"/") {
-			lost[a.leader] = true // the leader's own connection is on that server
+		if conn := a.fast.leaderConn[a.core.leader]; a.core.leader != "" && strings.HasPrefix(conn, sid+"/") {
+			lost[a.core.leader] = true // the leader's own connection is on that server
 		}
 	}
 	for id := range lost {
 		if id == a.cfg.ID {
 			continue
 		}
-		if a.node.RouteLost(id) && a.role != election.Leader && id == a.leader {
-			a.fastAt = a.mono()
+		if a.node.RouteLost(id) && a.core.role != election.Leader && id == a.core.leader {
+			a.fast.fastAt = a.mono()
 			a.m.fastSuspicions.Inc()
 			a.log.Info("route to the leader's server closed: electing now", "leader", id)
 		}
 	}
-	if unnamed && a.role == election.Leader && len(now)+1 < a.cfg.Quorum {
+	if unnamed && a.core.role == election.Leader && len(now)+1 < a.cfg.Quorum {
 		a.log.Warn("routes to a quorum of gateways lost: stepping down", "routes", len(now), "quorum", a.cfg.Quorum)
 		a.stopLeading("lost routes to a quorum")
 		a.node.StepDown(election.ReasonRouteLost)

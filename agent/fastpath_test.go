@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -136,7 +137,7 @@ func TestPresenceConnection(t *testing.T) {
 		})
 		want := connIdentity(pres[id])
 		waitFor(t, 5*time.Second, id+" to announce its presence connection", func() bool {
-			p := agents[id].pres.announced.Load()
+			p := agents[id].bus.pres.announced.Load()
 			return p != nil && p.conn == want
 		})
 		// Two more heartbeats, so every follower has one that announces it.
@@ -187,20 +188,22 @@ func (c *countingRoutes) NumRoutes() int { return len(c.RoutedServers()) }
 
 // TestRoutePollerWakesTheLoop: the poller reports at once when the number of
 // routes falls, and not when it stays or grows.
-func TestRoutePollerWakesTheLoop(t *testing.T) {
+func TestRoutePollerWakesTheLoop(t *testing.T) { synctest.Test(t, testRoutePollerWakesTheLoop) }
+
+func testRoutePollerWakesTheLoop(t *testing.T) {
 	routes := &countingRoutes{fakeRoutes{id: "S3", routed: map[string]bool{"S1": true, "S2": true}}}
-	a := &Agent{routes: routes, gone: make(chan goneReport, 1)}
+	a := &Agent{fast: fastPath{routes: routes}, in: inputs{gone: make(chan goneReport, 1)}}
 	stop := a.pollRoutes()
 	defer stop()
 	routes.set(map[string]bool{"S1": true, "S2": true, "S4": true}) // grows
 	select {
-	case r := <-a.gone:
+	case r := <-a.in.gone:
 		t.Fatalf("reported %+v while no route closed", r)
 	case <-time.After(20 * routePoll(a.cfg.Heartbeat)):
 	}
 	routes.set(map[string]bool{"S1": true})
 	select {
-	case r := <-a.gone:
+	case r := <-a.in.gone:
 		if r.id != "" {
 			t.Fatalf("reported %+v, want a check of the routes", r)
 		}

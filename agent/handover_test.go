@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/edge-agent/edge-agent/election"
@@ -100,70 +101,72 @@ func TestHandoverStopsLeadingBeforeRESIGNLeaves(t *testing.T) {
 	}
 	for _, how := range []string{"resign", "transfer", "stop", "preemption"} {
 		t.Run(how, func(t *testing.T) {
-			net := NewMemNetwork()
-			var mu sync.Mutex
-			as := map[string]*spiedAgent{}
-			all := func() []*Agent {
-				mu.Lock()
-				defer mu.Unlock()
-				var r []*Agent
-				for _, s := range as {
-					r = append(r, s.a)
+			synctest.Test(t, func(t *testing.T) {
+				net := NewMemNetwork()
+				var mu sync.Mutex
+				as := map[string]*spiedAgent{}
+				all := func() []*Agent {
+					mu.Lock()
+					defer mu.Unlock()
+					var r []*Agent
+					for _, s := range as {
+						r = append(r, s.a)
+					}
+					return r
 				}
-				return r
-			}
-			ids := []string{"gw1", "gw2", "gw3"}
-			if how == "preemption" {
-				ids = ids[:2] // gw3 joins later and takes over after the hold-down
-			}
-			for _, id := range ids {
-				s := startSpied(t, net, id, members, 100*time.Millisecond, all)
-				mu.Lock()
-				as[id] = s
-				mu.Unlock()
-			}
-			waitFor(t, 5*time.Second, "a leader", func() bool { return leaderOf(all()) != nil })
-			leader := leaderOf(all())
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			switch how {
-			case "resign":
-				if err := leader.Resign(ctx); err != nil {
-					t.Fatal(err)
+				ids := []string{"gw1", "gw2", "gw3"}
+				if how == "preemption" {
+					ids = ids[:2] // gw3 joins later and takes over after the hold-down
 				}
-			case "transfer":
-				to := "gw1"
-				if leader.cfg.ID == "gw1" {
-					to = "gw2"
+				for _, id := range ids {
+					s := startSpied(t, net, id, members, 100*time.Millisecond, all)
+					mu.Lock()
+					as[id] = s
+					mu.Unlock()
 				}
-				if err := leader.Transfer(ctx, to); err != nil {
-					t.Fatal(err)
+				waitFor(t, 5*time.Second, "a leader", func() bool { return leaderOf(all()) != nil })
+				leader := leaderOf(all())
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				switch how {
+				case "resign":
+					if err := leader.Resign(ctx); err != nil {
+						t.Fatal(err)
+					}
+				case "transfer":
+					to := "gw1"
+					if leader.cfg.ID == "gw1" {
+						to = "gw2"
+					}
+					if err := leader.Transfer(ctx, to); err != nil {
+						t.Fatal(err)
+					}
+				case "stop":
+					s := as[leader.cfg.ID]
+					s.cancel()
+					if err := <-s.done; err != nil {
+						t.Fatal(err)
+					}
+					s.done <- nil // for Cleanup
+				case "preemption":
+					s := startSpied(t, net, "gw3", members, 100*time.Millisecond, all)
+					mu.Lock()
+					as["gw3"] = s
+					mu.Unlock()
+					waitFor(t, 5*time.Second, "gw3 to take over", s.a.IsLeader)
 				}
-			case "stop":
-				s := as[leader.cfg.ID]
-				s.cancel()
-				if err := <-s.done; err != nil {
-					t.Fatal(err)
+				spy := as[leader.cfg.ID].spy
+				waitFor(t, 5*time.Second, "the RESIGN", func() bool { r, _ := spy.sent(); return len(r) > 0 })
+				resigns, overlap := spy.sent()
+				for i, leading := range resigns {
+					if leading {
+						t.Errorf("RESIGN %d left %s while it still reported itself leader", i, leader.cfg.ID)
+					}
 				}
-				s.done <- nil // for Cleanup
-			case "preemption":
-				s := startSpied(t, net, "gw3", members, 100*time.Millisecond, all)
-				mu.Lock()
-				as["gw3"] = s
-				mu.Unlock()
-				waitFor(t, 5*time.Second, "gw3 to take over", s.a.IsLeader)
-			}
-			spy := as[leader.cfg.ID].spy
-			waitFor(t, 5*time.Second, "the RESIGN", func() bool { r, _ := spy.sent(); return len(r) > 0 })
-			resigns, overlap := spy.sent()
-			for i, leading := range resigns {
-				if leading {
-					t.Errorf("RESIGN %d left %s while it still reported itself leader", i, leader.cfg.ID)
+				if overlap {
+					t.Errorf("while %s was stalled right after its RESIGN, a successor led and %s still reported itself leader: two valid leases", leader.cfg.ID, leader.cfg.ID)
 				}
-			}
-			if overlap {
-				t.Errorf("while %s was stalled right after its RESIGN, a successor led and %s still reported itself leader: two valid leases", leader.cfg.ID, leader.cfg.ID)
-			}
+			})
 		})
 	}
 }

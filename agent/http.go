@@ -32,6 +32,6 @@ func (a *Agent) Handler() http.Handler {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.out.reg, promhttp.HandlerOpts{Registry: a.out.reg}))
 	return mux
 }

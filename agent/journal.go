@@ -59,7 +59,7 @@ func (j *journal) write(e JournalEntry) {
 func WithJournal(w io.Writer) Option {
 	return func(a *Agent) error {
 		if w != nil {
-			a.journal = &journal{w: w, id: a.cfg.ID}
+			a.out.journal = &journal{w: w, id: a.cfg.ID}
 		}
 		return nil
 	}

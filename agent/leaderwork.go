@@ -22,7 +22,7 @@ import (
 // lease ends, and the wait never outlasts the lease.
 func WithReleaseWait(d time.Duration) Option {
 	return func(a *Agent) error {
-		a.releaseWait = max(a.releaseWait, d)
+		a.work.releaseWait = max(a.work.releaseWait, d)
 		return nil
 	}
 }
@@ -35,16 +35,16 @@ func WithReleaseWait(d time.Duration) Option {
 // not act before then. It returns a channel closed once all of it returned,
 // or nil if there is nothing to wait for.
 func (a *Agent) startLeaderWork(ctx context.Context, term uint64) chan struct{} {
-	a.leadPlanned = new(atomic.Bool)
-	f := a.cb.OnStartedLeading
-	if f == nil && a.duty == nil {
+	a.work.leadPlanned = new(atomic.Bool)
+	f := a.out.cb.OnStartedLeading
+	if f == nil && a.work.duty == nil {
 		return nil
 	}
-	fence := time.Duration(a.actAfter.Load())
+	fence := time.Duration(a.lease.actAfter.Load())
 	var wg sync.WaitGroup
 	if f != nil {
 		wg.Add(1)
-		a.notify.push(func() {
+		a.out.notify.push(func() {
 			go func() {
 				defer wg.Done()
 				a.waitFence(ctx, fence)
@@ -52,16 +52,12 @@ func (a *Agent) startLeaderWork(ctx context.Context, term uint64) chan struct{} 
 			}()
 		})
 	}
-	if a.duty != nil {
+	if a.work.duty != nil {
 		wg.Add(1)
-		a.duty.wg.Add(1) // Duty.Wait outlasts the command even if Run returns first
-		planned := a.leadPlanned
+		done := a.work.duty.Lead(ctx, term, a.work.leadPlanned, func() bool { return a.waitFence(ctx, fence) })
 		go func() {
-			defer a.duty.wg.Done()
-			defer wg.Done()
-			if a.waitFence(ctx, fence) {
-				a.duty.lead(ctx, term, planned)
-			}
+			<-done
+			wg.Done()
 		}()
 	}
 	done := make(chan struct{})
@@ -96,14 +92,14 @@ func (a *Agent) waitFence(ctx context.Context, fence time.Duration) bool {
 // work (a duty killed just before the lease ended, on a starved machine)
 // that much longer to be gone before anyone else starts it.
 func (a *Agent) release(why string) bool {
-	budget := min(a.releaseWait, a.LeaseRemaining())
-	if a.leadPlanned != nil {
-		a.leadPlanned.Store(true) // the duty may stop gracefully
+	budget := min(a.work.releaseWait, a.LeaseRemaining())
+	if a.work.leadPlanned != nil {
+		a.work.leadPlanned.Store(true) // the duty may stop gracefully
 	}
 	a.stopLeading(why)
-	done := a.leadDone
-	a.leadDone = nil
-	if done == nil || a.releaseWait <= 0 {
+	done := a.work.leadDone
+	a.work.leadDone = nil
+	if done == nil || a.work.releaseWait <= 0 {
 		return true
 	}
 	select {
@@ -123,17 +119,6 @@ func (a *Agent) release(why string) bool {
 			"waited", budget)
 		return false
 	}
-}
-
-// withoutResign returns ms less the RESIGN messages.
-func withoutResign(ms []election.Message) []election.Message {
-	out := ms[:0:0]
-	for _, m := range ms {
-		if m.Type != election.MsgResign {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // hasResign reports whether ms hand leadership over.

@@ -40,8 +40,20 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "build the duty guard: %v\n%s", err, out)
 			return 1
 		}
-		guardPathDefault = bin
+		testGuardPath = bin
 		return m.Run()
 	}()
 	os.Exit(code)
+}
+
+// testGuardPath is the duty guard of the tests' duties (TestMain), "" for
+// the default.
+var testGuardPath string
+
+// testDuty is NewDuty with the tests' guard, unless c names one.
+func testDuty(c DutyConfig) *Duty {
+	if c.GuardPath == "" {
+		c.GuardPath = testGuardPath
+	}
+	return NewDuty(c)
 }

@@ -38,7 +38,7 @@ import (
 var allowedClockUse = map[string]string{
 	"agent/agent.go: New: time.Now":    "the monotonic base of every duration the agent measures",
 	"agent/agent.go: mono: time.Since": "monotonic: the base carries a monotonic reading",
-	"agent/agent.go: Run: time.Now":    "the algorithm guard's refusal window: now+d compared with Before, monotonic",
+	"agent/agent.go: step: time.Now":   "the algorithm guard's refusal window: now+d compared with Before, monotonic",
 	"agent/agent.go: Status: time.Now": "the report's timestamp, shown to operators, never compared",
 	"agent/agent.go: Status: UTC":      "the report's timestamp only",
 	// A LeaderChange carries the wall time it was seen, for operators
@@ -54,12 +54,12 @@ var allowedClockUse = map[string]string{
 	"agent/journal.go: wallUntil: UnixNano": "a monotonic lease end shown as wall time in the journal, output only",
 	// A write deadline on the duty guard's control socket: the poller
 	// turns it into a monotonic timeout.
-	"agent/duty_linux.go: send: time.Now":       "a socket write deadline, monotonic in the poller",
+	"agent/duty/proc_linux.go: send: time.Now":  "a socket write deadline, monotonic in the poller",
 	"edge/embedded.go: StartEmbedded: time.Now": "a start-up deadline compared with After: monotonic",
 	// Rate limits and challenge nonces measure from a base taken at start,
 	// with Since: monotonic.
-	"agent/signing.go: NewSigning: time.Now":              "the base of nonce lifetimes and proof rates: monotonic",
-	"agent/signing.go: now: time.Since":                   "monotonic: the base carries a monotonic reading",
+	"agent/wire/signing.go: NewSigning: time.Now":         "the base of nonce lifetimes and proof rates: monotonic",
+	"agent/wire/signing.go: now: time.Since":              "monotonic: the base carries a monotonic reading",
 	"agent/transport_nats.go: NewNATSTransport: time.Now": "the base of the per-sender rate limit: monotonic",
 	"agent/transport_nats.go: admit: time.Since":          "monotonic: the base carries a monotonic reading",
 	"edge/loglimit.go: newLogLimiter: time.Now":           "the base of the log rate limits: monotonic",
@@ -77,7 +77,7 @@ var (
 
 func TestClockReadingsAreListed(t *testing.T) {
 	found := map[string]bool{}
-	for _, dir := range []string{"../agent", "../election", "../edge"} {
+	for _, dir := range []string{"../agent", "../agent/wire", "../agent/duty", "../election", "../edge"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)
@@ -156,10 +156,10 @@ func TestAgentClockBaseIsMonotonic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.store.Close()
-	if !strings.Contains(a.start.String(), " m=") {
-		t.Fatalf("the agent's clock base %s has no monotonic reading", a.start)
+	if !strings.Contains(a.lease.start.String(), " m=") {
+		t.Fatalf("the agent's clock base %s has no monotonic reading", a.lease.start)
 	}
-	if strings.Contains(a.start.Round(0).String(), " m=") {
+	if strings.Contains(a.lease.start.Round(0).String(), " m=") {
 		t.Fatal("Round(0) kept the monotonic reading: this test's premise is wrong")
 	}
 	if d := a.mono(); d < 0 || d > time.Minute {

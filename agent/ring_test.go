@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/edge-agent/edge-agent/election"
@@ -44,7 +45,9 @@ func newRingSite(t *testing.T, n int) *testSite {
 // and the member right after the new leader in the ring (gw1: the ring is
 // ordered by rank, lowest first, and wraps from gw5 to gw1) are cut off at
 // once. The three survivors still form a quorum and agree on gw4.
-func TestAgentRingFailover(t *testing.T) {
+func TestAgentRingFailover(t *testing.T) { synctest.Test(t, testAgentRingFailover) }
+
+func testAgentRingFailover(t *testing.T) {
 	s := newRingSite(t, 5)
 	all := []string{"gw1", "gw2", "gw3", "gw4", "gw5"}
 	waitFor(t, 5*time.Second, "gw5 to lead", func() bool { return s.agreed(all...) == "gw5" })

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/edge"
 	"github.com/edge-agent/edge-agent/election"
 )
@@ -163,7 +164,7 @@ func TestSecurityUnauthorizedClientIsRefusedByTheServer(t *testing.T) {
 	}
 	defer intruder.Close()
 	forged := fmt.Sprintf(`{"v":1,"group":%q,"type":"coordinator","from":"gw1","term":%d,"seq":1}`, secGroup, term+10)
-	if err := intruder.Publish(agent.BroadcastSubject(secPrefix, secGroup, "gw1"), []byte(forged)); err != nil {
+	if err := intruder.Publish(wire.BroadcastSubject(secPrefix, secGroup, "gw1"), []byte(forged)); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -184,7 +185,7 @@ func TestSecurityUnauthorizedClientIsRefusedByTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer asGw1.Close()
-	_ = asGw1.Publish(agent.BroadcastSubject(secPrefix, secGroup, "gw2"), []byte(forged))
+	_ = asGw1.Publish(wire.BroadcastSubject(secPrefix, secGroup, "gw2"), []byte(forged))
 	select {
 	case err := <-errs2:
 		if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
@@ -216,11 +217,11 @@ func TestSecurityWrongKeyReplayAndGarbageChangeNothing(t *testing.T) {
 
 	// 1. Permission to publish, but not the member's key: rejected by all.
 	rogue, _ := nkeys.CreateUser()
-	subj := agent.BroadcastSubject(secPrefix, secGroup, "gw1")
+	subj := wire.BroadcastSubject(secPrefix, secGroup, "gw1")
 	forged := []byte(fmt.Sprintf(`{"v":1,"group":%q,"type":"coordinator","from":"gw1","term":%d,"seq":1,"ep":9,"n":1}`, secGroup, term+10))
 	sig, _ := rogue.Sign(append([]byte(subj+"\n"), forged...))
 	msg := &nats.Msg{Subject: subj, Data: forged, Header: nats.Header{}}
-	msg.Header.Set(agent.SignatureHeader, encodeSig(sig))
+	msg.Header.Set(wire.SignatureHeader, encodeSig(sig))
 	if err := s.admin.PublishMsg(msg); err != nil {
 		t.Fatal(err)
 	}
@@ -249,10 +250,10 @@ func TestSecurityWrongKeyReplayAndGarbageChangeNothing(t *testing.T) {
 	// 3. 10,000 random byte strings on every election subject.
 	var subjects []string
 	for _, from := range []string{"gw1", "gw2", "gw3"} {
-		subjects = append(subjects, agent.BroadcastSubject(secPrefix, secGroup, from))
+		subjects = append(subjects, wire.BroadcastSubject(secPrefix, secGroup, from))
 		for _, to := range []string{"gw1", "gw2", "gw3"} {
 			if to != from {
-				subjects = append(subjects, agent.DirectSubject(secPrefix, secGroup, from, to))
+				subjects = append(subjects, wire.DirectSubject(secPrefix, secGroup, from, to))
 			}
 		}
 	}

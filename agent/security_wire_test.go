@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -36,7 +37,7 @@ func signedTransports(t *testing.T, cfg func(*agent.NATSTransportConfig)) (*serv
 		if err != nil {
 			t.Fatal(err)
 		}
-		sg, err := agent.NewSigning(id, seeds[id], keys, ep)
+		sg, err := wire.NewSigning(id, seeds[id], keys, ep)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +68,7 @@ func TestSignedTransportsProveEachOther(t *testing.T) {
 		select {
 		case m := <-trs["b"].Inbox():
 			wantMsg(t, "b", m, hb)
-			if bad := logs["b"].badCounts(); bad[agent.ReasonBadSignature]+bad[agent.ReasonReplayed] != 0 {
+			if bad := logs["b"].badCounts(); bad[wire.ReasonBadSignature]+bad[wire.ReasonReplayed] != 0 {
 				t.Fatalf("b dropped %v", bad)
 			}
 			return
@@ -80,7 +81,7 @@ func TestSignedTransportsProveEachOther(t *testing.T) {
 	}
 }
 
-// TestOversizeIsDroppedBeforeTheSignature: a message over MaxMessageSize is
+// TestOversizeIsDroppedBeforeTheSignature: a message over wire.MaxMessageSize is
 // dropped (oversize) before its signature is checked, and a sender over its
 // rate loses its own messages, not the others'.
 func TestOversizeIsDroppedBeforeTheSignature(t *testing.T) {
@@ -89,8 +90,8 @@ func TestOversizeIsDroppedBeforeTheSignature(t *testing.T) {
 	// header, then 50 small garbage-signed messages.
 	raw := connectNATSTest(t, s)
 	sig := "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-	big := &nats.Msg{Subject: agent.BroadcastSubject(agent.DefaultSubjectPrefix, "g", "a"), Data: bytes.Repeat([]byte("x"), 1000_000),
-		Header: nats.Header{agent.SignatureHeader: []string{sig}}}
+	big := &nats.Msg{Subject: wire.BroadcastSubject(agent.DefaultSubjectPrefix, "g", "a"), Data: bytes.Repeat([]byte("x"), 1000_000),
+		Header: nats.Header{wire.SignatureHeader: []string{sig}}}
 	if err := raw.PublishMsg(big); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestOversizeIsDroppedBeforeTheSignature(t *testing.T) {
 	deadline := time.Now().Add(natsTestWait)
 	for {
 		bad := logs["b"].badCounts()
-		if bad[agent.ReasonOversize] == 1 && bad[agent.ReasonRateLimited] >= 40 && bad[agent.ReasonBadSignature] <= 10 {
+		if bad[wire.ReasonOversize] == 1 && bad[wire.ReasonRateLimited] >= 40 && bad[wire.ReasonBadSignature] <= 10 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -116,27 +117,27 @@ func TestOversizeIsDroppedBeforeTheSignature(t *testing.T) {
 // as unknown_type, without any effect.
 func TestEpochMessagesAreUnknownToOlderAgents(t *testing.T) {
 	data := []byte(`{"v":1,"group":"g","type":"proof","from":"a","to":"b","term":0,"seq":12345,"ep":9223372041149743111,"n":4}`)
-	_, err := agent.Decode(data, agent.DirectSubject(agent.DefaultSubjectPrefix, "g", "a", "b"),
-		agent.DecodeContext{Prefix: agent.DefaultSubjectPrefix, Group: "g", Self: "b", Members: map[string]bool{"a": true, "b": true}})
-	var be *agent.BadMessageError
-	if !errors.As(err, &be) || be.Reason != agent.ReasonUnknownType {
-		t.Fatalf("Decode of a proof: %v, want unknown_type", err)
+	_, err := wire.Decode(data, wire.DirectSubject(agent.DefaultSubjectPrefix, "g", "a", "b"),
+		wire.DecodeContext{Prefix: agent.DefaultSubjectPrefix, Group: "g", Self: "b", Members: map[string]bool{"a": true, "b": true}})
+	var be *wire.BadMessageError
+	if !errors.As(err, &be) || be.Reason != wire.ReasonUnknownType {
+		t.Fatalf("wire.Decode of a proof: %v, want unknown_type", err)
 	}
 }
 
-// TestTermAboveTheBoundIsBadField: neither Encode nor Decode lets a term
+// TestTermAboveTheBoundIsBadField: neither wire.Encode nor wire.Decode lets a term
 // above election.MaxTerm through.
 func TestTermAboveTheBoundIsBadField(t *testing.T) {
 	m := election.Message{Type: election.MsgHeartbeat, From: "a", Term: election.MaxTerm + 1, Seq: 1}
-	if _, err := agent.Encode("g", m); err == nil {
-		t.Fatal("Encode took a term above MaxTerm")
+	if _, err := wire.Encode("g", m); err == nil {
+		t.Fatal("wire.Encode took a term above MaxTerm")
 	}
 	data := []byte(`{"v":1,"group":"g","type":"heartbeat","from":"a","term":18446744073709551615,"seq":1}`)
-	_, err := agent.Decode(data, agent.BroadcastSubject(agent.DefaultSubjectPrefix, "g", "a"),
-		agent.DecodeContext{Prefix: agent.DefaultSubjectPrefix, Group: "g", Self: "b", Members: map[string]bool{"a": true, "b": true}})
-	var be *agent.BadMessageError
-	if !errors.As(err, &be) || be.Reason != agent.ReasonBadField {
-		t.Fatalf("Decode of term 2^64-1: %v, want bad_field", err)
+	_, err := wire.Decode(data, wire.BroadcastSubject(agent.DefaultSubjectPrefix, "g", "a"),
+		wire.DecodeContext{Prefix: agent.DefaultSubjectPrefix, Group: "g", Self: "b", Members: map[string]bool{"a": true, "b": true}})
+	var be *wire.BadMessageError
+	if !errors.As(err, &be) || be.Reason != wire.ReasonBadField {
+		t.Fatalf("wire.Decode of term 2^64-1: %v, want bad_field", err)
 	}
 }
 
@@ -147,33 +148,33 @@ func TestControlSignature(t *testing.T) {
 	pub, _ := kp.PublicKey()
 	msg := func() *nats.Msg {
 		m := &nats.Msg{Subject: "edge.election.g.ctl.resign", Reply: "_INBOX.x", Data: []byte(`{"leader":"gw3","term":7,"nonce":"n"}`)}
-		if err := agent.SignControl(kp, m, agent.Numbering{Epoch: 5, N: 2}.String()); err != nil {
+		if err := wire.SignControl(kp, m, wire.Numbering{Epoch: 5, N: 2}.String()); err != nil {
 			t.Fatal(err)
 		}
 		return m
 	}
-	key, num, err := agent.VerifyControl(msg())
-	if err != nil || key != pub || num != (agent.Numbering{Epoch: 5, N: 2}) {
-		t.Fatalf("VerifyControl = %s %v %v", key, num, err)
+	key, num, err := wire.VerifyControl(msg())
+	if err != nil || key != pub || num != (wire.Numbering{Epoch: 5, N: 2}) {
+		t.Fatalf("wire.VerifyControl = %s %v %v", key, num, err)
 	}
 	for name, tamper := range map[string]func(*nats.Msg){
 		"subject": func(m *nats.Msg) { m.Subject = "edge.election.g.ctl.transfer" },
 		"reply":   func(m *nats.Msg) { m.Reply = "_INBOX.y" },
 		"payload": func(m *nats.Msg) { m.Data = []byte(`{"leader":"gw3","term":8,"nonce":"n"}`) },
-		"number":  func(m *nats.Msg) { m.Header.Set(agent.NumHeader, "5.3") },
+		"number":  func(m *nats.Msg) { m.Header.Set(wire.NumHeader, "5.3") },
 		"key": func(m *nats.Msg) {
 			other, _ := nkeys.CreateUser()
 			p, _ := other.PublicKey()
-			m.Header.Set(agent.KeyHeader, p)
+			m.Header.Set(wire.KeyHeader, p)
 		},
 	} {
 		m := msg()
 		tamper(m)
-		if _, _, err := agent.VerifyControl(m); !errors.Is(err, agent.ErrControlBadSignature) {
+		if _, _, err := wire.VerifyControl(m); !errors.Is(err, wire.ErrControlBadSignature) {
 			t.Errorf("%s changed: %v, want a bad signature", name, err)
 		}
 	}
-	if _, _, err := agent.VerifyControl(&nats.Msg{Subject: "s"}); !errors.Is(err, agent.ErrControlUnsigned) {
+	if _, _, err := wire.VerifyControl(&nats.Msg{Subject: "s"}); !errors.Is(err, wire.ErrControlUnsigned) {
 		t.Errorf("unsigned: %v", err)
 	}
 }

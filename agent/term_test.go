@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/edge-agent/edge-agent/election"
@@ -78,6 +79,10 @@ func (s *termSite) bad(id, reason string) float64 {
 // refused by every member (term_jump); one a thousand terms up is taken,
 // and once the forger falls silent the honest members elect within D.
 func TestTermFarAboveTheAllowanceIsRefused(t *testing.T) {
+	synctest.Test(t, testTermFarAboveTheAllowanceIsRefused)
+}
+
+func testTermFarAboveTheAllowanceIsRefused(t *testing.T) {
 	s := newTermSite(t)
 	_, term, _ := s.agree(t, 0, 10*time.Second)
 	if err := s.forger.Send(election.Message{Type: election.MsgHeartbeat, From: "gw1", Term: election.MaxTerm - 1, Seq: 1}); err != nil {
@@ -112,6 +117,10 @@ func TestTermFarAboveTheAllowanceIsRefused(t *testing.T) {
 // message of gw3 as stale, and the group never elected again. With the
 // allowance, they elect within D + 1 s once the forger stops.
 func TestHonestMembersPushedApartStillElect(t *testing.T) {
+	synctest.Test(t, testHonestMembersPushedApartStillElect)
+}
+
+func testHonestMembersPushedApartStillElect(t *testing.T) {
 	s := newTermSite(t)
 	_, term, _ := s.agree(t, 0, 10*time.Second)
 	// While gw2 and gw3 cannot hear each other (so gw3 does not follow gw2

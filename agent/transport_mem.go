@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -25,7 +26,7 @@ const (
 // receiver's inbox, or dropped if that inbox was full. Each receiver gets its
 // own copy of the message. It is safe for concurrent use.
 //
-// Send checks a message as the NATS transport would (Encode, then Decode as
+// Send checks a message as the NATS transport would (wire.Encode, then wire.Decode as
 // the receiver), except for membership, which the network does not know, so
 // that a message the NATS transport would refuse is refused here too.
 type MemNetwork struct {
@@ -140,16 +141,16 @@ func (t *MemTransport) Send(m election.Message) error {
 	if m.From != t.id {
 		return fmt.Errorf("agent: send: from %q is not this member %q", m.From, t.id)
 	}
-	data, err := Encode(memGroup, m)
+	data, err := wire.Encode(memGroup, m)
 	if err != nil {
 		return fmt.Errorf("agent: send: %w", err)
 	}
-	subj := BroadcastSubject(memPrefix, memGroup, m.From)
+	subj := wire.BroadcastSubject(memPrefix, memGroup, m.From)
 	if m.To != "" {
-		subj = DirectSubject(memPrefix, memGroup, m.From, m.To)
+		subj = wire.DirectSubject(memPrefix, memGroup, m.From, m.To)
 	}
 	// Decoding gives a copy that shares nothing with m.
-	cp, err := Decode(data, subj, DecodeContext{Prefix: memPrefix, Group: memGroup, Self: m.To, Members: memMembers(m)})
+	cp, err := wire.Decode(data, subj, wire.DecodeContext{Prefix: memPrefix, Group: memGroup, Self: m.To, Members: memMembers(m)})
 	if err != nil {
 		return fmt.Errorf("agent: send: %w", err)
 	}

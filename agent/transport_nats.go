@@ -12,6 +12,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -72,7 +73,7 @@ type NATSTransportConfig struct {
 	Group string
 	// Self is this member's id; it must be one of Members.
 	Self string
-	// Members are the ids of the group, at most WireMaxMembers.
+	// Members are the ids of the group, at most wire.WireMaxMembers.
 	Members []string
 	// Hooks report traffic and drops.
 	Hooks Hooks
@@ -80,7 +81,7 @@ type NATSTransportConfig struct {
 	InboxSize int
 	// Signing, when set, signs every outgoing message and accepts only
 	// messages signed by their sender's pinned key, never replayed.
-	Signing *Signing
+	Signing *wire.Signing
 	// Heartbeat is the group's heartbeat period, which sets the rate of
 	// messages accepted from one sender (SenderRate); 0 means 1s.
 	Heartbeat time.Duration
@@ -90,7 +91,7 @@ type NATSTransportConfig struct {
 
 // NATSTransport is a Transport over a NATS connection. It subscribes to the
 // group's broadcasts and to the messages addressed to Self, and checks every
-// inbound message with Decode before it reaches Inbox. Both subscriptions
+// inbound message with wire.Decode before it reaches Inbox. Both subscriptions
 // feed one queue, so messages reach Inbox in the order the connection
 // received them, across both subjects.
 //
@@ -114,7 +115,7 @@ type NATSTransport struct {
 	self    string
 	members map[string]bool
 	hooks   Hooks
-	signing *Signing
+	signing *wire.Signing
 
 	raw    chan *nats.Msg // filled by the NATS client
 	work   chan *nats.Msg // checked for size, subject and rate; waiting for decoding
@@ -168,6 +169,69 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 	if nc == nil {
 		return nil, errors.New("agent: nats transport: nil connection")
 	}
+	members, err := c.check()
+	if err != nil {
+		return nil, err
+	}
+
+	rate, burst := SenderRate(c.Heartbeat, len(members))
+	if c.SenderRate > 0 {
+		rate = c.SenderRate
+	}
+	if c.SenderBurst > 0 {
+		burst = c.SenderBurst
+	}
+	t := &NATSTransport{
+		nc:      nc,
+		prefix:  c.Prefix,
+		group:   c.Group,
+		self:    c.Self,
+		members: members,
+		hooks:   c.Hooks,
+		signing: c.Signing,
+		// The raw queue absorbs bursts (the NATS client drops what does not
+		// fit, whoever sent it); its goroutine only sorts out what to keep,
+		// in microseconds, dropping anything over wire.MaxMessageSize, so it
+		// holds large messages only while that goroutine is starved.
+		raw:       make(chan *nats.Msg, 4096),
+		work:      make(chan *nats.Msg, max(c.InboxSize, 64)),
+		inbox:     make(chan election.Message, c.InboxSize),
+		done:      make(chan struct{}),
+		rates:     newLimiter(rate, burst, len(members)),
+		start:     time.Now(),
+		rate:      rate,
+		burst:     burst,
+		maxQueued: MaxQueuedBytes,
+	}
+	for _, subj := range []string{wire.BroadcastWildcard(t.prefix, t.group), wire.DirectWildcard(t.prefix, t.group, t.self)} {
+		sub, err := nc.ChanSubscribe(subj, t.raw)
+		if err != nil {
+			t.unsubscribe()
+			return nil, fmt.Errorf("agent: nats transport: subscribe %s: %w", subj, err)
+		}
+		t.subs = append(t.subs, sub)
+	}
+	if nc.IsConnected() {
+		// Best effort: on failure the subscriptions still reach the server
+		// with the next reconnect.
+		_ = nc.FlushTimeout(2 * time.Second)
+	}
+	t.wg.Add(2)
+	go t.admitLoop()
+	go t.receive()
+	if t.signing != nil {
+		if nc.IsConnected() {
+			// Prove every member's epoch, and let them prove ours (wire.Signing).
+			t.sendEpochMsg(wire.EpochMsg{Nonce: t.signing.ChallengeAll()})
+		}
+		t.wg.Add(1)
+		go t.challengeLoop(c.Heartbeat)
+	}
+	return t, nil
+}
+
+// check fills c's defaults and checks it; it returns the members as a set.
+func (c *NATSTransportConfig) check() (map[string]bool, error) {
 	if c.Prefix == "" {
 		c.Prefix = DefaultSubjectPrefix
 	}
@@ -179,8 +243,8 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 	if !election.ValidID(c.Group) {
 		return nil, fmt.Errorf("agent: nats transport: %q is not a valid group name", c.Group)
 	}
-	if len(c.Members) > WireMaxMembers {
-		return nil, fmt.Errorf("agent: nats transport: %d members, the wire format carries at most %d", len(c.Members), WireMaxMembers)
+	if len(c.Members) > wire.WireMaxMembers {
+		return nil, fmt.Errorf("agent: nats transport: %d members, the wire format carries at most %d", len(c.Members), wire.WireMaxMembers)
 	}
 	members := make(map[string]bool, len(c.Members))
 	for _, id := range c.Members {
@@ -201,65 +265,11 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 	if c.InboxSize < 0 {
 		return nil, fmt.Errorf("agent: nats transport: negative inbox size %d", c.InboxSize)
 	}
-
-	rate, burst := SenderRate(c.Heartbeat, len(members))
-	if c.SenderRate > 0 {
-		rate = c.SenderRate
-	}
-	if c.SenderBurst > 0 {
-		burst = c.SenderBurst
-	}
-	t := &NATSTransport{
-		nc:      nc,
-		prefix:  c.Prefix,
-		group:   c.Group,
-		self:    c.Self,
-		members: members,
-		hooks:   c.Hooks,
-		signing: c.Signing,
-		// The raw queue absorbs bursts (the NATS client drops what does not
-		// fit, whoever sent it); its goroutine only sorts out what to keep,
-		// in microseconds, dropping anything over MaxMessageSize, so it
-		// holds large messages only while that goroutine is starved.
-		raw:       make(chan *nats.Msg, 4096),
-		work:      make(chan *nats.Msg, max(c.InboxSize, 64)),
-		inbox:     make(chan election.Message, c.InboxSize),
-		done:      make(chan struct{}),
-		rates:     newLimiter(rate, burst, len(members)),
-		start:     time.Now(),
-		rate:      rate,
-		burst:     burst,
-		maxQueued: MaxQueuedBytes,
-	}
-	for _, subj := range []string{BroadcastWildcard(t.prefix, t.group), DirectWildcard(t.prefix, t.group, t.self)} {
-		sub, err := nc.ChanSubscribe(subj, t.raw)
-		if err != nil {
-			t.unsubscribe()
-			return nil, fmt.Errorf("agent: nats transport: subscribe %s: %w", subj, err)
-		}
-		t.subs = append(t.subs, sub)
-	}
-	if nc.IsConnected() {
-		// Best effort: on failure the subscriptions still reach the server
-		// with the next reconnect.
-		_ = nc.FlushTimeout(2 * time.Second)
-	}
-	t.wg.Add(2)
-	go t.admitLoop()
-	go t.receive()
-	if t.signing != nil {
-		if nc.IsConnected() {
-			// Prove every member's epoch, and let them prove ours (Signing).
-			t.sendEpochMsg(epochMsg{nonce: t.signing.challengeAll()})
-		}
-		t.wg.Add(1)
-		go t.challengeLoop(c.Heartbeat)
-	}
-	return t, nil
+	return members, nil
 }
 
 // challengeLoop challenges, every half heartbeat period (at least every
-// challengeInterval), the members whose epoch is not proved yet: the
+// wire.ChallengeInterval), the members whose epoch is not proved yet: the
 // challenge broadcast at start is lost when a member is not up yet, or its
 // server's route to ours is not, and then the first message between them
 // (a COORDINATOR, a vote) would be dropped as unverified.
@@ -268,7 +278,7 @@ func (t *NATSTransport) challengeLoop(h time.Duration) {
 	if h <= 0 {
 		h = time.Second
 	}
-	tick := time.NewTicker(max(h/2, challengeInterval))
+	tick := time.NewTicker(max(h/2, wire.ChallengeInterval))
 	defer tick.Stop()
 	for {
 		select {
@@ -278,8 +288,8 @@ func (t *NATSTransport) challengeLoop(h time.Duration) {
 			if !t.nc.IsConnected() {
 				continue
 			}
-			for _, id := range t.signing.unproven() {
-				t.sendEpochMsg(epochMsg{to: id, nonce: t.signing.challenge(id)})
+			for _, id := range t.signing.Unproven() {
+				t.sendEpochMsg(wire.EpochMsg{To: id, Nonce: t.signing.Challenge(id)})
 			}
 		}
 	}
@@ -298,29 +308,27 @@ func (t *NATSTransport) Send(m election.Message) error {
 	}
 	var ep, n uint64
 	if t.signing != nil {
-		ep, n = t.signing.next()
+		ep, n = t.signing.Next()
 	}
-	data, err := EncodeNumbered(t.group, m, ep, n)
+	data, err := wire.EncodeNumbered(t.group, m, ep, n)
 	if err != nil {
 		return fmt.Errorf("agent: send: %w", err)
 	}
-	subj := BroadcastSubject(t.prefix, t.group, m.From)
-	receiver := t.self
+	subj := wire.BroadcastSubject(t.prefix, t.group, m.From)
 	if m.To != "" {
-		subj = DirectSubject(t.prefix, t.group, m.From, m.To)
-		receiver = m.To
+		subj = wire.DirectSubject(t.prefix, t.group, m.From, m.To)
 	}
 	// What the receiver will check and Encode cannot: membership.
-	if _, err := Decode(data, subj, DecodeContext{Prefix: t.prefix, Group: t.group, Self: receiver, Members: t.members}); err != nil {
+	if err := wire.CheckOutbound(m, t.members); err != nil {
 		return fmt.Errorf("agent: send: %w", err)
 	}
 	out := &nats.Msg{Subject: subj, Data: data}
 	if t.signing != nil {
-		sig, err := t.signing.sign(subj, data)
+		sig, err := t.signing.Sign(subj, data)
 		if err != nil {
 			return fmt.Errorf("agent: send: sign: %w", err)
 		}
-		out.Header = nats.Header{SignatureHeader: []string{sig}}
+		out.Header = nats.Header{wire.SignatureHeader: []string{sig}}
 	}
 	if err := t.nc.PublishMsg(out); err != nil {
 		return fmt.Errorf("agent: send: %s to %s: %w", m.Type, subj, err)
@@ -398,20 +406,20 @@ func (t *NATSTransport) admitLoop() {
 // subject of this member or over its sender's rate, or if the queue is
 // full; otherwise it queues it for receive. It parses nothing.
 func (t *NATSTransport) admit(msg *nats.Msg) {
-	if len(msg.Data) > MaxMessageSize || headerBytes(msg.Header) > maxHeaderBytes {
-		t.bad(ReasonOversize)
+	if len(msg.Data) > wire.MaxMessageSize || headerBytes(msg.Header) > maxHeaderBytes {
+		t.bad(wire.ReasonOversize)
 		return
 	}
-	from, to, ok := subjectParties(msg.Subject, t.prefix, t.group)
+	from, to, ok := wire.SubjectParties(msg.Subject, t.prefix, t.group)
 	switch {
 	case !ok:
-		t.bad(ReasonSubjectMismatch)
+		t.bad(wire.ReasonSubjectMismatch)
 		return
 	case to != "" && to != t.self:
-		t.bad(ReasonNotForMe)
+		t.bad(wire.ReasonNotForMe)
 		return
 	case !t.members[from]:
-		t.bad(ReasonNotMember)
+		t.bad(wire.ReasonNotMember)
 		return
 	}
 	if t.signing != nil {
@@ -424,20 +432,20 @@ func (t *NATSTransport) admit(msg *nats.Msg) {
 		}
 	}
 	if !t.rates.allow(from, time.Since(t.start)) {
-		t.bad(ReasonRateLimited)
+		t.bad(wire.ReasonRateLimited)
 		return
 	}
 	size := int64(len(msg.Data))
 	if t.queued.Add(size) > t.maxQueued {
 		t.queued.Add(-size)
-		t.bad(ReasonInboxFull)
+		t.bad(wire.ReasonInboxFull)
 		return
 	}
 	select {
 	case t.work <- msg:
 	default:
 		t.queued.Add(-size)
-		t.bad(ReasonInboxFull)
+		t.bad(wire.ReasonInboxFull)
 	}
 }
 
@@ -446,13 +454,13 @@ func (t *NATSTransport) admit(msg *nats.Msg) {
 func sigShape(h nats.Header) string {
 	sig := ""
 	if h != nil {
-		sig = h.Get(SignatureHeader)
+		sig = h.Get(wire.SignatureHeader)
 	}
 	switch {
 	case sig == "":
-		return ReasonUnsigned
+		return wire.ReasonUnsigned
 	case base64.RawURLEncoding.DecodedLen(len(sig)) != 64:
-		return ReasonBadSignature
+		return wire.ReasonBadSignature
 	}
 	return ""
 }
@@ -486,45 +494,46 @@ func (t *NATSTransport) handle(msg *nats.Msg) {
 	if t.signing != nil {
 		// Check the signature before parsing anything: unsigned or forged
 		// traffic costs a header lookup or one ed25519 verification of at
-		// most MaxMessageSize bytes (admit checked the size).
+		// most wire.MaxMessageSize bytes (admit checked the size).
 		sig := ""
 		if msg.Header != nil {
-			sig = msg.Header.Get(SignatureHeader)
+			sig = msg.Header.Get(wire.SignatureHeader)
 		}
-		from, _, ok := subjectParties(msg.Subject, t.prefix, t.group)
+		from, _, ok := wire.SubjectParties(msg.Subject, t.prefix, t.group)
 		if !ok {
-			t.bad(ReasonSubjectMismatch)
+			t.bad(wire.ReasonSubjectMismatch)
 			return
 		}
-		if reason := t.signing.verify(from, msg.Subject, msg.Data, sig); reason != "" {
+		if reason := t.signing.Verify(from, msg.Subject, msg.Data, sig); reason != "" {
 			t.bad(reason)
 			return
 		}
 	}
-	m, em, ep, n, err := decodeInbound(msg.Data, msg.Subject, DecodeContext{Prefix: t.prefix, Group: t.group, Self: t.self, Members: t.members})
+	in, err := wire.DecodeInbound(msg.Data, msg.Subject, wire.DecodeContext{Prefix: t.prefix, Group: t.group, Self: t.self, Members: t.members})
 	if err != nil {
-		reason := ReasonMalformed
-		var be *BadMessageError
+		reason := wire.ReasonMalformed
+		var be *wire.BadMessageError
 		if errors.As(err, &be) {
 			reason = be.Reason
 		}
 		t.bad(reason)
 		return
 	}
-	if em != nil {
-		t.handleEpochMsg(*em)
+	if in.Epoch != nil {
+		t.handleEpochMsg(*in.Epoch)
 		return
 	}
+	m := in.Msg
 	if m.From == t.self {
 		// Our own broadcast, echoed by a connection without NoEcho.
 		return
 	}
 	if t.signing != nil {
-		// The signature is the subject's sender's, and Decode checked that
-		// the payload's sender is the subject's.
-		reason, challenge := t.signing.admit(m.From, ep, n)
+		// The signature is the subject's sender's, and DecodeInbound
+		// checked that the payload's sender is the subject's.
+		reason, challenge := t.signing.Admit(m.From, in.Num.Epoch, in.Num.N)
 		if challenge {
-			t.sendEpochMsg(epochMsg{to: m.From, nonce: t.signing.challenge(m.From)})
+			t.sendEpochMsg(wire.EpochMsg{To: m.From, Nonce: t.signing.Challenge(m.From)})
 		}
 		if reason != "" {
 			t.bad(reason)
@@ -537,51 +546,51 @@ func (t *NATSTransport) handle(msg *nats.Msg) {
 			f(m.Type, "in")
 		}
 	default:
-		t.bad(ReasonInboxFull)
+		t.bad(wire.ReasonInboxFull)
 	}
 }
 
-// handleEpochMsg answers a challenge and takes a proof (see Signing).
-func (t *NATSTransport) handleEpochMsg(e epochMsg) {
-	if t.signing == nil || e.from == t.self {
+// handleEpochMsg answers a challenge and takes a proof (see wire.Signing).
+func (t *NATSTransport) handleEpochMsg(e wire.EpochMsg) {
+	if t.signing == nil || e.From == t.self {
 		return // without signing there are no epochs to prove
 	}
-	if !e.proof {
-		if t.signing.mayAnswer(e.from) {
-			t.sendEpochMsg(epochMsg{proof: true, to: e.from, nonce: e.nonce})
+	if !e.Proof {
+		if t.signing.MayAnswer(e.From) {
+			t.sendEpochMsg(wire.EpochMsg{Proof: true, To: e.From, Nonce: e.Nonce})
 		}
 		// The challenger's own numbering may be new to us: prove it too.
-		if _, challenge := t.signing.admit(e.from, e.ep, e.n); challenge {
-			t.sendEpochMsg(epochMsg{to: e.from, nonce: t.signing.challenge(e.from)})
+		if _, challenge := t.signing.Admit(e.From, e.Ep, e.N); challenge {
+			t.sendEpochMsg(wire.EpochMsg{To: e.From, Nonce: t.signing.Challenge(e.From)})
 		}
 		return
 	}
-	if reason := t.signing.proof(e.from, e.ep, e.n, e.nonce); reason != "" {
+	if reason := t.signing.Proof(e.From, e.Ep, e.N, e.Nonce); reason != "" {
 		t.bad(reason)
 	}
 }
 
 // sendEpochMsg signs and publishes a challenge or a proof. Failures are
 // not reported: a lost one is sent again on the next unproved message.
-func (t *NATSTransport) sendEpochMsg(e epochMsg) {
+func (t *NATSTransport) sendEpochMsg(e wire.EpochMsg) {
 	if t.isClosed() || t.signing == nil {
 		return
 	}
-	e.from = t.self
-	e.ep, e.n = t.signing.next()
-	data, err := encodeEpochMsg(t.group, e)
+	e.From = t.self
+	e.Ep, e.N = t.signing.Next()
+	data, err := wire.EncodeEpochMsg(t.group, e)
 	if err != nil {
 		return
 	}
-	subj := BroadcastSubject(t.prefix, t.group, t.self)
-	if e.to != "" {
-		subj = DirectSubject(t.prefix, t.group, t.self, e.to)
+	subj := wire.BroadcastSubject(t.prefix, t.group, t.self)
+	if e.To != "" {
+		subj = wire.DirectSubject(t.prefix, t.group, t.self, e.To)
 	}
-	sig, err := t.signing.sign(subj, data)
+	sig, err := t.signing.Sign(subj, data)
 	if err != nil {
 		return
 	}
-	_ = t.nc.PublishMsg(&nats.Msg{Subject: subj, Data: data, Header: nats.Header{SignatureHeader: []string{sig}}})
+	_ = t.nc.PublishMsg(&nats.Msg{Subject: subj, Data: data, Header: nats.Header{wire.SignatureHeader: []string{sig}}})
 }
 
 // reportDropped reports, as inbox_full, the messages the NATS client dropped
@@ -596,7 +605,7 @@ func (t *NATSTransport) reportDropped() {
 		}
 	}
 	for ; t.dropped < total; t.dropped++ {
-		t.bad(ReasonInboxFull)
+		t.bad(wire.ReasonInboxFull)
 	}
 }
 

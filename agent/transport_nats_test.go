@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -250,10 +251,10 @@ func TestNATSTransportDropsBadMessages(t *testing.T) {
 	raw := connectNATSTest(t, s)
 
 	prefix := agent.DefaultSubjectPrefix
-	fromA := agent.BroadcastSubject(prefix, "g", "a")
+	fromA := wire.BroadcastSubject(prefix, "g", "a")
 	good := func(m election.Message) []byte { return mustEncode(t, "g", m) }
 	hbA := election.Message{Type: election.MsgHeartbeat, From: "a", Term: 1, Seq: 1}
-	oversize := append(good(hbA), []byte(strings.Repeat(" ", agent.MaxMessageSize))...)
+	oversize := append(good(hbA), []byte(strings.Repeat(" ", wire.MaxMessageSize))...)
 
 	publish := []struct {
 		what    string
@@ -267,12 +268,12 @@ func TestNATSTransportDropsBadMessages(t *testing.T) {
 		{"unknown version", fromA, []byte(`{"v":9,"group":"g","type":"heartbeat","from":"a","term":1,"seq":1}`)},
 		{"unknown type", fromA, []byte(`{"v":1,"group":"g","type":"takeover","from":"a","term":1}`)},
 		{"forged sender", fromA, good(election.Message{Type: election.MsgHeartbeat, From: "c", Term: 1, Seq: 1})},
-		{"non-member", agent.BroadcastSubject(prefix, "g", "zz"), []byte(`{"v":1,"group":"g","type":"heartbeat","from":"zz","term":1,"seq":1}`)},
+		{"non-member", wire.BroadcastSubject(prefix, "g", "zz"), []byte(`{"v":1,"group":"g","type":"heartbeat","from":"zz","term":1,"seq":1}`)},
 		{"wrong group on our subject", fromA, mustEncode(t, "other", hbA)},
 		{"seq 0", fromA, []byte(`{"v":1,"group":"g","type":"heartbeat","from":"a","term":1}`)},
 		// Never delivered to b: another group's subject, a message for c.
-		{"other group", agent.BroadcastSubject(prefix, "other", "a"), mustEncode(t, "other", hbA)},
-		{"for c", agent.DirectSubject(prefix, "g", "a", "c"), good(election.Message{Type: election.MsgOK, From: "a", To: "c"})},
+		{"other group", wire.BroadcastSubject(prefix, "other", "a"), mustEncode(t, "other", hbA)},
+		{"for c", wire.DirectSubject(prefix, "g", "a", "c"), good(election.Message{Type: election.MsgOK, From: "a", To: "c"})},
 		// The marker: b handles messages in order, so everything before it
 		// has been handled once b receives it.
 		{"marker", fromA, good(hbA)},
@@ -284,14 +285,14 @@ func TestNATSTransportDropsBadMessages(t *testing.T) {
 	}
 	wantMsg(t, "b", recvMsg(t, b, "b"), hbA)
 	want := map[string]int{
-		agent.ReasonMalformed:       3,
-		agent.ReasonOversize:        1,
-		agent.ReasonUnknownVersion:  1,
-		agent.ReasonUnknownType:     1,
-		agent.ReasonSubjectMismatch: 1,
-		agent.ReasonNotMember:       1,
-		agent.ReasonWrongGroup:      1,
-		agent.ReasonBadField:        1,
+		wire.ReasonMalformed:       3,
+		wire.ReasonOversize:        1,
+		wire.ReasonUnknownVersion:  1,
+		wire.ReasonUnknownType:     1,
+		wire.ReasonSubjectMismatch: 1,
+		wire.ReasonNotMember:       1,
+		wire.ReasonWrongGroup:      1,
+		wire.ReasonBadField:        1,
 	}
 	if got := hb.badCounts(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("drops by reason:\n got %v\nwant %v", got, want)
@@ -311,7 +312,7 @@ func TestNATSTransportInboxFull(t *testing.T) {
 	for i := uint64(1); i <= n; i++ {
 		mustSend(t, a, election.Message{Type: election.MsgAck, From: "a", To: "b", Term: 1, Seq: i})
 	}
-	waitUntil(t, "4 inbox_full drops", func() bool { return hb.badCounts()[agent.ReasonInboxFull] == n-1 })
+	waitUntil(t, "4 inbox_full drops", func() bool { return hb.badCounts()[wire.ReasonInboxFull] == n-1 })
 	if m := recvMsg(t, b, "b"); m.Seq != 1 {
 		t.Errorf("b kept seq %d, want the first, 1", m.Seq)
 	}
@@ -455,7 +456,7 @@ func TestNewNATSTransportRejectsBadConfig(t *testing.T) {
 		{"self not a member", agent.NATSTransportConfig{Group: "g", Self: "x", Members: []string{"a"}}},
 		{"member twice", agent.NATSTransportConfig{Group: "g", Self: "a", Members: []string{"a", "a"}}},
 		{"invalid member", agent.NATSTransportConfig{Group: "g", Self: "a", Members: []string{"a", "b>"}}},
-		{"too many members", agent.NATSTransportConfig{Group: "g", Self: wireIDs(1)[0], Members: wireIDs(agent.WireMaxMembers + 1)}},
+		{"too many members", agent.NATSTransportConfig{Group: "g", Self: wireIDs(1)[0], Members: wireIDs(wire.WireMaxMembers + 1)}},
 		{"negative inbox", agent.NATSTransportConfig{Group: "g", Self: "a", Members: []string{"a"}, InboxSize: -1}},
 	} {
 		if tr, err := agent.NewNATSTransport(nc, c.cfg); err == nil {
@@ -497,4 +498,22 @@ func TestNATSOptions(t *testing.T) {
 	if again := delay(1); again > 150*time.Millisecond {
 		t.Errorf("delay after a reset %s", again)
 	}
+}
+
+func mustEncode(t testing.TB, group string, m election.Message) []byte {
+	t.Helper()
+	data, err := wire.Encode(group, m)
+	if err != nil {
+		t.Fatalf("Encode(%+v): %v", m, err)
+	}
+	return data
+}
+
+// wireIDs returns n distinct member ids.
+func wireIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%064d", i)
+	}
+	return ids
 }

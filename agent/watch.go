@@ -35,13 +35,13 @@ type LeaderChange struct {
 // closes the channel; queued changes are then dropped. Call Watch before Run
 // to see the first election.
 func (a *Agent) Watch() (<-chan LeaderChange, func()) {
-	w := a.watchers.add()
+	w := a.out.watchers.add()
 	return w.ch, w.cancel
 }
 
 func (a *Agent) leaderChange(previous, leader string, term uint64) LeaderChange {
-	a.watchers.seq++
-	return LeaderChange{ID: a.cfg.ID, Group: a.cfg.Group, Seq: a.watchers.seq, Leader: leader,
+	a.out.watchers.seq++
+	return LeaderChange{ID: a.cfg.ID, Group: a.cfg.Group, Seq: a.out.watchers.seq, Leader: leader,
 		Previous: previous, Term: term, Time: time.Now().UTC()}
 }
 

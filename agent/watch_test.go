@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -102,7 +103,9 @@ func agreedLeader(agents map[string]*Agent, ids ...string) string {
 // changes many times still get every change, in order, numbered without a
 // gap, as many as the agent counted, and their channels close once Run
 // returned.
-func TestWatchDropsNoTransition(t *testing.T) {
+func TestWatchDropsNoTransition(t *testing.T) { synctest.Test(t, testWatchDropsNoTransition) }
+
+func testWatchDropsNoTransition(t *testing.T) {
 	ids := []string{"gw1", "gw2", "gw3"}
 	watches := map[string]<-chan LeaderChange{}
 	var cancelled <-chan LeaderChange

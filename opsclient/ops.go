@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/config"
 	"github.com/edge-agent/edge-agent/edge"
 )
@@ -108,7 +109,7 @@ func ParseFlags(name string, args []string, withJSON bool, extra ...func(*flag.F
 		if err != nil {
 			return nil, fmt.Errorf("%s: --signing-seed %s: %w", name, o.signingSeed, err)
 		}
-		o.signer, o.number = kp, agent.NewRequestNumbering()
+		o.signer, o.number = kp, wire.NewRequestNumbering()
 	}
 	return o, nil
 }
@@ -181,9 +182,9 @@ func (o *Options) connect() (*nats.Conn, error) {
 // request builds a control request of verb with body, to be answered on
 // inbox: signed when the command has a signing seed.
 func (o *Options) request(verb, inbox string, body []byte) (*nats.Msg, error) {
-	m := &nats.Msg{Subject: agent.ControlSubject(o.prefix, o.group, verb), Reply: inbox, Data: body}
+	m := &nats.Msg{Subject: wire.ControlSubject(o.prefix, o.group, verb), Reply: inbox, Data: body}
 	if o.signer != nil {
-		if err := agent.SignControl(o.signer, m, o.number()); err != nil {
+		if err := wire.SignControl(o.signer, m, o.number()); err != nil {
 			return nil, err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 )
 
 // verifier checks that answers come from the members they name.
@@ -22,15 +23,15 @@ type verifier struct {
 
 // check verifies m, an answer naming member id; it returns the answer's
 // numbering, or an error saying why it cannot be trusted.
-func (v *verifier) check(m *nats.Msg, id string) (agent.Numbering, error) {
+func (v *verifier) check(m *nats.Msg, id string) (wire.Numbering, error) {
 	if v.keys == nil {
-		return agent.Numbering{}, nil
+		return wire.Numbering{}, nil
 	}
 	want, ok := v.keys[id]
 	if !ok {
-		return agent.Numbering{}, fmt.Errorf("%q is not a member", id)
+		return wire.Numbering{}, fmt.Errorf("%q is not a member", id)
 	}
-	key, num, err := agent.VerifyControl(m)
+	key, num, err := wire.VerifyControl(m)
 	switch {
 	case err != nil:
 		return num, err
@@ -53,7 +54,7 @@ func (v *verifier) refuse(what, id string, err error) {
 type statusAnswers struct {
 	reports []agent.StatusReport
 	// nums are the numbering of each verified answer, by member id.
-	nums map[string]agent.Numbering
+	nums map[string]wire.Numbering
 }
 
 // collectStatus asks every agent of the group and gathers the answers until
@@ -67,7 +68,7 @@ func collectStatus(nc *nats.Conn, o *Options, v *verifier) (statusAnswers, error
 		return statusAnswers{}, err
 	}
 	defer sub.Unsubscribe()
-	req, err := o.request(agent.VerbStatus, inbox, nil)
+	req, err := o.request(wire.VerbStatus, inbox, nil)
 	if err != nil {
 		return statusAnswers{}, err
 	}
@@ -76,7 +77,7 @@ func collectStatus(nc *nats.Conn, o *Options, v *verifier) (statusAnswers, error
 	}
 	deadline := time.NewTimer(o.timeout)
 	defer deadline.Stop()
-	out := statusAnswers{nums: map[string]agent.Numbering{}}
+	out := statusAnswers{nums: map[string]wire.Numbering{}}
 	seen := map[string]bool{}
 	want := -1
 	if v.keys != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 )
 
 // Watch streams a group's leader changes as the agents see them to stdout:
@@ -44,7 +45,7 @@ func Watch(ctx context.Context, o *Options, count int, stdout, stderr io.Writer)
 	}
 	defer sub.Unsubscribe()
 	v := &verifier{keys: o.memberKeys}
-	w := &eventWatch{o: o, v: v, known: map[string]agent.Numbering{}, held: map[string][]heldEvent{}, out: stdout, errOut: stderr}
+	w := &eventWatch{o: o, v: v, known: map[string]wire.Numbering{}, held: map[string][]heldEvent{}, out: stdout, errOut: stderr}
 	if err := w.start(nc); err != nil {
 		return err
 	}
@@ -70,7 +71,7 @@ func Watch(ctx context.Context, o *Options, count int, stdout, stderr io.Writer)
 			if w.event(m) && time.Since(lastQuery) >= time.Second {
 				// An epoch not seen yet: ask the group again.
 				lastQuery = time.Now()
-				if req, err := o.request(agent.VerbStatus, statusInbox, nil); err == nil {
+				if req, err := o.request(wire.VerbStatus, statusInbox, nil); err == nil {
 					_ = nc.PublishMsg(req)
 				}
 			}
@@ -106,7 +107,7 @@ func (w *eventWatch) start(nc *nats.Conn) error {
 
 // heldEvent is an event of an epoch not confirmed yet.
 type heldEvent struct {
-	num agent.Numbering
+	num wire.Numbering
 	c   agent.LeaderChange
 }
 
@@ -114,7 +115,7 @@ type heldEvent struct {
 type eventWatch struct {
 	o       *Options
 	v       *verifier
-	known   map[string]agent.Numbering // member -> its epoch and the last event printed (or the status answer's number)
+	known   map[string]wire.Numbering // member -> its epoch and the last event printed (or the status answer's number)
 	held    map[string][]heldEvent
 	printed int
 	count   int

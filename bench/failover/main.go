@@ -34,6 +34,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/internal/benchresult"
 	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/journalcheck"
@@ -509,7 +510,7 @@ func (l *eventLog) agreed(ids []string, leader string, term uint64, timeout time
 // `edge-agent transfer` does, and waits for its answer.
 func transfer(nc *nats.Conn, group, nominee string) error {
 	body, _ := json.Marshal(agent.ControlRequest{Nominee: nominee})
-	msg, err := nc.Request(agent.ControlSubject(agent.DefaultSubjectPrefix, group, "transfer"), body, 5*time.Second)
+	msg, err := nc.Request(wire.ControlSubject(agent.DefaultSubjectPrefix, group, "transfer"), body, 5*time.Second)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/internal/harness"
 )
 
@@ -92,7 +93,7 @@ func TestE2ESignedSiteWithMemberAuthorization(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	_ = nc.Publish(agent.BroadcastSubject(agent.DefaultSubjectPrefix, site.Group, "gw3"), []byte(`{"v":1}`))
+	_ = nc.Publish(wire.BroadcastSubject(agent.DefaultSubjectPrefix, site.Group, "gw3"), []byte(`{"v":1}`))
 	select {
 	case err := <-errs:
 		if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 )
 
 // Row1 is what a holder of the site password can do to leadership.
@@ -44,13 +45,13 @@ func AttackRow1(s *Site, bin string, newCLI bool) (Row1, error) {
 		return r, err
 	}
 	defer nc.Close()
-	Request(nc, agent.VerbTransfer, agent.ControlRequest{Nominee: "gw1"}, 2*time.Second)
+	Request(nc, wire.VerbTransfer, agent.ControlRequest{Nominee: "gw1"}, 2*time.Second)
 	if b, err := s.Agree(s.IDs(), "", 0, 3*time.Second); err == nil && b.Leader == "gw1" {
 		r.TransferMoved = true
 	}
 	before := s.MaxTerm()
 	for i := 0; i < 30; i++ {
-		go Request(nc, agent.VerbResign, agent.ControlRequest{}, time.Second)
+		go Request(nc, wire.VerbResign, agent.ControlRequest{}, time.Second)
 		time.Sleep(333 * time.Millisecond)
 	}
 	if _, err := s.Agree(s.IDs(), "", 0, 10*time.Second); err != nil {
@@ -117,7 +118,7 @@ func (r Row2) String() string {
 // forged answers every status request on nc as a fake leader gw2 of term
 // 999999, and publishes a forged leader change; it returns a stop func.
 func forgeControl(nc *nats.Conn) (stop func(), err error) {
-	sub, err := nc.Subscribe(agent.ControlSubject(Prefix, Group, agent.VerbStatus), func(m *nats.Msg) {
+	sub, err := nc.Subscribe(wire.ControlSubject(Prefix, Group, wire.VerbStatus), func(m *nats.Msg) {
 		if m.Reply != "" {
 			_ = nc.Publish(m.Reply, []byte(`{"id":"gw2","group":"site","algorithm":"bully","role":"leader","leader":"gw2","term":999999,"quorum":{"size":2,"live":3,"ok":true},"members":[]}`))
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 )
 
 // FloodResult is what a flood did to the site.
@@ -138,11 +138,11 @@ func AttackRow6(s *Site, lines *Lines, d time.Duration) (Row6, error) {
 	defer ra.Close()
 	var el []string
 	for _, id := range s.IDs() {
-		el = append(el, agent.BroadcastSubject(Prefix, Group, id))
+		el = append(el, wire.BroadcastSubject(Prefix, Group, id))
 	}
 	// A garbage signature on every message: what an unsigned flood would
 	// be dropped for at once must not be the only thing tried.
-	garbage := nats.Header{agent.SignatureHeader: []string{"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}}
+	garbage := nats.Header{wire.SignatureHeader: []string{"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}}
 	r.Route, err = s.flood(ra, el, 1_000_000, 100e6, d, false, garbage)
 	if err != nil {
 		return r, err
@@ -153,14 +153,14 @@ func AttackRow6(s *Site, lines *Lines, d time.Duration) (Row6, error) {
 		return r, err
 	}
 	defer nc.Close()
-	r.Control, err = s.flood(nc, []string{agent.ControlSubject(Prefix, Group, agent.VerbStatus)}, 1_000_000, 100e6, d, true, nil)
+	r.Control, err = s.flood(nc, []string{wire.ControlSubject(Prefix, Group, wire.VerbStatus)}, 1_000_000, 100e6, d, true, nil)
 	if err != nil {
 		return r, err
 	}
 	r.Control.Refused = refused.Load()
 	from := lines.Len()
 	for i := 0; i < 20000; i++ {
-		_ = nc.PublishRequest(agent.ControlSubject(Prefix, Group, agent.VerbStatus), agent.BroadcastSubject(Prefix, Group, "gw1"), nil)
+		_ = nc.PublishRequest(wire.ControlSubject(Prefix, Group, wire.VerbStatus), wire.BroadcastSubject(Prefix, Group, "gw1"), nil)
 		if i%1000 == 999 {
 			_ = nc.Flush()
 		}
@@ -213,10 +213,10 @@ func Flood(s *Site, d time.Duration) (FloodResult, error) {
 	defer nc.Close()
 	var subjects []string
 	for _, id := range s.IDs() {
-		subjects = append(subjects, agent.BroadcastSubject(Prefix, Group, id), agent.DirectSubject(Prefix, Group, id, leader))
+		subjects = append(subjects, wire.BroadcastSubject(Prefix, Group, id), wire.DirectSubject(Prefix, Group, id, leader))
 	}
-	for _, v := range []string{agent.VerbStatus, agent.VerbResign, agent.VerbTransfer, "events"} {
-		subjects = append(subjects, agent.ControlSubject(Prefix, Group, v))
+	for _, v := range []string{wire.VerbStatus, wire.VerbResign, wire.VerbTransfer, "events"} {
+		subjects = append(subjects, wire.ControlSubject(Prefix, Group, v))
 	}
 	subjects = append(subjects, "_INBOX.flood", "site.data.line3", "site.data.line4", "$SYS.REQ.SERVER.PING")
 	r, err := s.flood(nc, subjects, 1_000_000, 100e6, d, true, nil)

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 )
 
 // Forger speaks for a member whose key was stolen: it signs election
@@ -39,7 +39,7 @@ func (s *Site) Forger(id, at string) (*Forger, error) {
 	_, _ = rand.Read(b[:])
 	f := &Forger{nc: nc, id: id, kp: s.Pairs[id], ep: 1<<63 | binary.BigEndian.Uint64(b[:])>>1}
 	// Answer every challenge addressed to the stolen identity.
-	f.sub, err = nc.Subscribe(agent.DirectWildcard(Prefix, Group, id), func(m *nats.Msg) {
+	f.sub, err = nc.Subscribe(wire.DirectWildcard(Prefix, Group, id), func(m *nats.Msg) {
 		var w struct {
 			Type, From string
 			Seq        uint64
@@ -71,10 +71,10 @@ func (f *Forger) Send(to string, fields map[string]any) error {
 	for k, v := range fields {
 		w[k] = v
 	}
-	subj := agent.BroadcastSubject(Prefix, Group, f.id)
+	subj := wire.BroadcastSubject(Prefix, Group, f.id)
 	if to != "" {
 		w["to"] = to
-		subj = agent.DirectSubject(Prefix, Group, f.id, to)
+		subj = wire.DirectSubject(Prefix, Group, f.id, to)
 	}
 	data, err := json.Marshal(w)
 	if err != nil {
@@ -86,9 +86,9 @@ func (f *Forger) Send(to string, fields map[string]any) error {
 // SendRaw publishes data, signed, on the stolen identity's subject to
 // member to (or broadcast).
 func (f *Forger) SendRaw(to string, data []byte) error {
-	subj := agent.BroadcastSubject(Prefix, Group, f.id)
+	subj := wire.BroadcastSubject(Prefix, Group, f.id)
 	if to != "" {
-		subj = agent.DirectSubject(Prefix, Group, f.id, to)
+		subj = wire.DirectSubject(Prefix, Group, f.id, to)
 	}
 	return f.publish(subj, data)
 }
@@ -99,7 +99,7 @@ func (f *Forger) publish(subj string, data []byte) error {
 		return err
 	}
 	return f.nc.PublishMsg(&nats.Msg{Subject: subj, Data: data,
-		Header: nats.Header{agent.SignatureHeader: []string{base64.RawURLEncoding.EncodeToString(sig)}}})
+		Header: nats.Header{wire.SignatureHeader: []string{base64.RawURLEncoding.EncodeToString(sig)}}})
 }
 
 // Flush waits until the server has everything sent so far.

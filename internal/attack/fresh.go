@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
@@ -49,7 +49,7 @@ func AttackRow4(s *Site, capture time.Duration) (Row4, error) {
 	defer ra.Close()
 	var mu sync.Mutex
 	var rec []*nats.Msg
-	sub, err := ra.Subscribe(agent.BroadcastSubject(Prefix, Group, a.Leader), func(m *nats.Msg) {
+	sub, err := ra.Subscribe(wire.BroadcastSubject(Prefix, Group, a.Leader), func(m *nats.Msg) {
 		mu.Lock()
 		rec = append(rec, m)
 		mu.Unlock()

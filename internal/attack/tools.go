@@ -14,7 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 )
 
 // Lines collects log lines (an io.Writer for Options.Log).
@@ -166,7 +166,7 @@ next:
 // and returns the first answer within timeout, or "".
 func Request(nc *nats.Conn, verb string, body any, timeout time.Duration) string {
 	b, _ := json.Marshal(body)
-	m, err := nc.Request(agent.ControlSubject(Prefix, Group, verb), b, timeout)
+	m, err := nc.Request(wire.ControlSubject(Prefix, Group, verb), b, timeout)
 	if err != nil {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package agent
+package duty
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 // command and the hooks get, besides the LC_* locale variables: what a
 // program needs to find its tools, its home and its locale. Nothing else of
 // the agent's environment reaches them (systemd's NOTIFY_SOCKET and
-// WATCHDOG_*, credentials, the agent's own settings); DutyConfig.Env adds to
+// WATCHDOG_*, credentials, the agent's own settings); Config.Env adds to
 // it. README.md documents the list: keep the two the same.
 var dutyPassEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR"}
 
@@ -37,7 +37,7 @@ func passed(key string) bool {
 	return false
 }
 
-// checkDutyEnv checks DutyConfig.Env: KEY=VALUE or KEY, never a variable
+// checkDutyEnv checks Config.Env: KEY=VALUE or KEY, never a variable
 // that is the agent's alone or that the agent sets itself.
 func checkDutyEnv(env []string) error {
 	for _, e := range env {
@@ -107,5 +107,5 @@ func dutyEnv(environ, extra []string, id, group string, term uint64, event strin
 }
 
 func (d *Duty) env(term uint64, event string) []string {
-	return dutyEnv(os.Environ(), d.cfg.Env, d.a.cfg.ID, d.a.cfg.Group, term, event)
+	return dutyEnv(os.Environ(), d.cfg.Env, d.host.ID, d.host.Group, term, event)
 }

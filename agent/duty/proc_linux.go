@@ -1,4 +1,4 @@
-package agent
+package duty
 
 import (
 	"bufio"
@@ -24,7 +24,7 @@ import (
 // dutySysProcAttr puts a hook in a process group of its own (so the whole
 // group can be signalled) and has the kernel SIGKILL it if the agent dies.
 // Hooks are notifications and run without a guard; the duty command runs
-// under one (dutyguard_linux.go).
+// under one (startDutyProc).
 func dutySysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
@@ -183,10 +183,5 @@ func (p *dutyProc) signal(sig syscall.Signal) {
 	}
 }
 
-// monoDeadline converts t on the agent's monotonic clock to CLOCK_MONOTONIC.
-// The clock is read before mono: a delay between the two readings makes
-// the result earlier, never later.
-func (a *Agent) monoDeadline(t time.Duration) int64 {
-	cm := dutyguard.ClockMonotonic()
-	return cm + int64(t-a.mono())
-}
+// monoClock reads CLOCK_MONOTONIC, the clock of the guard's deadlines.
+func monoClock() int64 { return dutyguard.ClockMonotonic() }

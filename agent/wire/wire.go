@@ -1,79 +1,14 @@
-package agent
+package wire
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 
 	"github.com/edge-agent/edge-agent/election"
 )
-
-// Subjects. Election traffic from member F to the whole group goes to
-// <prefix>.<group>.el.<F>, and from F to member T to <prefix>.<group>.el.<F>.<T>.
-// Putting the sender in the subject lets the server's permissions pin a
-// member to its own subjects, and lets a member subscribe only to broadcasts
-// and to what is addressed to it. Operator requests go to
-// <prefix>.<group>.ctl.<verb>.
-const (
-	subjectElection = "el"
-	subjectControl  = "ctl"
-)
-
-// Control verbs accepted by ControlSubject.
-const (
-	VerbStatus   = "status"
-	VerbResign   = "resign"
-	VerbTransfer = "transfer"
-)
-
-// BroadcastSubject returns the subject on which member from sends election
-// messages to every member of group.
-func BroadcastSubject(prefix, group, from string) string {
-	return prefix + "." + group + "." + subjectElection + "." + from
-}
-
-// DirectSubject returns the subject on which member from sends election
-// messages to member to alone.
-func DirectSubject(prefix, group, from, to string) string {
-	return BroadcastSubject(prefix, group, from) + "." + to
-}
-
-// ControlSubject returns the subject of an operator request to group; verb is
-// one of VerbStatus, VerbResign, VerbTransfer.
-func ControlSubject(prefix, group, verb string) string {
-	return prefix + "." + group + "." + subjectControl + "." + verb
-}
-
-// BroadcastWildcard returns the subscription that receives every member's
-// broadcasts in group (the subscriber's own included, unless the connection
-// is NoEcho).
-func BroadcastWildcard(prefix, group string) string {
-	return BroadcastSubject(prefix, group, "*")
-}
-
-// DirectWildcard returns the subscription that receives every message
-// addressed to member self in group.
-func DirectWildcard(prefix, group, self string) string {
-	return DirectSubject(prefix, group, "*", self)
-}
-
-// subjectParties extracts the sender and the target ("" for a broadcast) from
-// an election subject of prefix and group; ok is false when subject is not one.
-func subjectParties(subject, prefix, group string) (from, to string, ok bool) {
-	rest, found := strings.CutPrefix(subject, prefix+"."+group+"."+subjectElection+".")
-	if !found {
-		return "", "", false
-	}
-	from, to, direct := strings.Cut(rest, ".")
-	if from == "" || (direct && (to == "" || strings.Contains(to, "."))) {
-		return "", "", false
-	}
-	return from, to, true
-}
 
 // WireVersion is the version of the wire format, sent as "v" in every
 // message. A receiver drops messages of any other version.
@@ -124,9 +59,9 @@ type BadMessageError struct {
 // Error implements error.
 func (e *BadMessageError) Error() string {
 	if e.Err == nil {
-		return "agent: bad message: " + e.Reason
+		return "wire: bad message: " + e.Reason
 	}
-	return "agent: bad message: " + e.Reason + ": " + e.Err.Error()
+	return "wire: bad message: " + e.Reason + ": " + e.Err.Error()
 }
 
 // Unwrap returns the underlying error.
@@ -168,16 +103,6 @@ type wireMessage struct {
 	// counter within it), so that receivers can refuse replays.
 	Ep uint64 `json:"ep,omitempty"`
 	N  uint64 `json:"n,omitempty"`
-}
-
-// wireKeys are the object keys of wireMessage. encoding/json matches keys
-// case-insensitively and lets a repeated key win silently; the wire format
-// accepts neither, so that what `nats sub` shows is what the agent applies.
-var wireKeys = map[string]bool{
-	"v": true, "group": true, "type": true, "from": true, "to": true,
-	"term": true, "seq": true, "granted": true, "alive": true,
-	"nominee": true, "initiator": true, "candidate": true, "participants": true, "conn": true,
-	"ep": true, "n": true, "alg": true,
 }
 
 // fieldRule says which optional fields a message type uses. A field that a
@@ -265,7 +190,7 @@ func EncodeNumbered(group string, m election.Message, ep, n uint64) ([]byte, err
 	}
 	data, err := json.Marshal(&w)
 	if err != nil {
-		return nil, fmt.Errorf("agent: encode %s: %w", m.Type, err)
+		return nil, fmt.Errorf("wire: encode %s: %w", m.Type, err)
 	}
 	if len(data) > MaxMessageSize {
 		return nil, bad(ReasonOversize, "encoded %s is %d bytes, over %d", m.Type, len(data), MaxMessageSize)
@@ -339,7 +264,7 @@ func decodeChecked(w wireMessage, subject string, expect DecodeContext) (electio
 	if err := checkMembers(m, expect.Members); err != nil {
 		return election.Message{}, err
 	}
-	from, to, ok := subjectParties(subject, expect.Prefix, expect.Group)
+	from, to, ok := SubjectParties(subject, expect.Prefix, expect.Group)
 	if !ok {
 		return election.Message{}, bad(ReasonSubjectMismatch, "subject %q is not an election subject of %s.%s", subject, expect.Prefix, expect.Group)
 	}
@@ -361,78 +286,117 @@ func decodeChecked(w wireMessage, subject string, expect DecodeContext) (electio
 	return m, nil
 }
 
-// parseWire turns data into a wireMessage, reporting malformed or
-// unknown_version.
+// parseWire turns data into a wireMessage in one pass over the JSON
+// tokens, reporting malformed or unknown_version: data must be exactly one
+// JSON object with no repeated key, its "v" must be WireVersion (checked
+// before unknown keys, so that a newer version's new fields are reported as
+// a version skew), keys are matched case-sensitively and each value must
+// have its field's JSON type.
 func parseWire(data []byte) (wireMessage, error) {
 	var w wireMessage
-	version, unknown, err := scanObject(data)
-	if err != nil {
-		return w, &BadMessageError{Reason: ReasonMalformed, Err: err}
-	}
-	if version != WireVersion {
-		return w, bad(ReasonUnknownVersion, "version %d, want %d", version, WireVersion)
-	}
-	if unknown != "" {
-		return w, bad(ReasonMalformed, "unknown field %q", unknown)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
-		return w, &BadMessageError{Reason: ReasonMalformed, Err: err}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return w, bad(ReasonMalformed, "trailing data")
-	}
-	return w, nil
-}
-
-// scanObject checks that data is exactly one JSON object with no repeated
-// key, and returns its "v" (0 when absent) and the first key that is not a
-// wire key ("" if none).
-func scanObject(data []byte) (version uint64, unknown string, err error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
 	if err != nil {
-		return 0, "", err
+		return w, &BadMessageError{Reason: ReasonMalformed, Err: err}
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return 0, "", errors.New("not a JSON object")
+		return w, bad(ReasonMalformed, "not a JSON object")
 	}
-	seen := make(map[string]bool, len(wireKeys))
+	var (
+		version  uint64
+		unknown  *string // the first key the wire format does not have
+		valueErr error
+		seen     = make(map[string]bool, 17)
+	)
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return 0, "", err
+			return w, &BadMessageError{Reason: ReasonMalformed, Err: err}
 		}
 		key, ok := tok.(string)
 		if !ok {
-			return 0, "", errors.New("object key is not a string")
+			return w, bad(ReasonMalformed, "object key is not a string")
 		}
 		if seen[key] {
-			return 0, "", fmt.Errorf("repeated key %q", key)
+			return w, bad(ReasonMalformed, "repeated key %q", key)
 		}
 		seen[key] = true
-		if !wireKeys[key] && unknown == "" {
-			unknown = key
-		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return 0, "", err
+			return w, &BadMessageError{Reason: ReasonMalformed, Err: err}
 		}
-		if key == "v" {
+		switch field := w.field(key); {
+		case key == "v":
 			version, err = strconv.ParseUint(string(bytes.TrimSpace(raw)), 10, 64)
 			if err != nil {
-				return 0, "", fmt.Errorf("v is %s, not a version number", raw)
+				return w, bad(ReasonMalformed, "v is %s, not a version number", raw)
+			}
+		case field == nil:
+			if unknown == nil {
+				unknown = &key
+			}
+		case valueErr == nil:
+			if err := json.Unmarshal(raw, field); err != nil {
+				valueErr = fmt.Errorf("%s: %w", key, err)
 			}
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing '}'
-		return 0, "", err
+		return w, &BadMessageError{Reason: ReasonMalformed, Err: err}
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return 0, "", errors.New("trailing data after the object")
+		return w, bad(ReasonMalformed, "trailing data after the object")
 	}
-	return version, unknown, nil
+	switch {
+	case version != WireVersion:
+		return w, bad(ReasonUnknownVersion, "version %d, want %d", version, WireVersion)
+	case unknown != nil:
+		return w, bad(ReasonMalformed, "unknown field %q", *unknown)
+	case valueErr != nil:
+		return w, &BadMessageError{Reason: ReasonMalformed, Err: valueErr}
+	}
+	w.V = WireVersion
+	return w, nil
+}
+
+// field returns a pointer to the field of w that key names, or nil for
+// "v" and for a key the wire format does not have.
+func (w *wireMessage) field(key string) any {
+	switch key {
+	case "group":
+		return &w.Group
+	case "type":
+		return &w.Type
+	case "from":
+		return &w.From
+	case "to":
+		return &w.To
+	case "term":
+		return &w.Term
+	case "seq":
+		return &w.Seq
+	case "granted":
+		return &w.Granted
+	case "alive":
+		return &w.Alive
+	case "nominee":
+		return &w.Nominee
+	case "initiator":
+		return &w.Initiator
+	case "candidate":
+		return &w.Candidate
+	case "participants":
+		return &w.Participants
+	case "conn":
+		return &w.Conn
+	case "alg":
+		return &w.Alg
+	case "ep":
+		return &w.Ep
+	case "n":
+		return &w.N
+	}
+	return nil
 }
 
 // checkIDs reports an id of m that cannot name a member.
@@ -457,6 +421,19 @@ func checkIDs(m election.Message) error {
 		if !election.ValidID(id) {
 			return invalid("participants", id)
 		}
+	}
+	return nil
+}
+
+// CheckOutbound reports what a receiver in a group of members would drop m
+// for and Encode cannot see: an id that is not a member, or a list longer
+// than the group.
+func CheckOutbound(m election.Message, members map[string]bool) error {
+	if err := checkMembers(m, members); err != nil {
+		return err
+	}
+	if n := len(members); len(m.Alive) > n || len(m.Participants) > n {
+		return bad(ReasonBadField, "list of %d ids in a group of %d", max(len(m.Alive), len(m.Participants)), n)
 	}
 	return nil
 }
@@ -575,79 +552,4 @@ func validConn(s string) bool {
 		}
 	}
 	return true
-}
-
-// The wire-only message types. A challenge asks a member to prove that the
-// epoch it numbers its messages in is live; a proof answers it, echoing the
-// challenge's nonce in seq. They never reach the election core (see
-// Signing). Agents of older builds drop them as unknown_type.
-const (
-	wireChallenge = "challenge"
-	wireProof     = "proof"
-)
-
-// epochMsg is a decoded challenge or proof.
-type epochMsg struct {
-	proof    bool
-	from, to string
-	nonce    uint64 // the challenge's nonce, or the one a proof answers
-	ep, n    uint64
-}
-
-// encodeEpochMsg encodes a challenge (to "" for the whole group) or a proof
-// (always to one member).
-func encodeEpochMsg(group string, e epochMsg) ([]byte, error) {
-	typ := wireChallenge
-	if e.proof {
-		typ = wireProof
-	}
-	if e.nonce == 0 || e.ep == 0 || e.n == 0 || (e.proof && e.to == "") {
-		return nil, bad(ReasonBadField, "%s without nonce, numbering or target", typ)
-	}
-	return json.Marshal(&wireMessage{V: WireVersion, Group: group, Type: typ, From: e.from, To: e.to, Seq: e.nonce, Ep: e.ep, N: e.n})
-}
-
-// decodeEpochMsg checks a parsed challenge or proof received on subject.
-func decodeEpochMsg(w wireMessage, subject string, expect DecodeContext) (epochMsg, error) {
-	e := epochMsg{proof: w.Type == wireProof, from: w.From, to: w.To, nonce: w.Seq, ep: w.Ep, n: w.N}
-	if w.Group != expect.Group {
-		return e, bad(ReasonWrongGroup, "group %q, want %q", w.Group, expect.Group)
-	}
-	if !expect.Members[w.From] || (w.To != "" && !expect.Members[w.To]) {
-		return e, bad(ReasonNotMember, "%s from %q to %q", w.Type, w.From, w.To)
-	}
-	from, to, ok := subjectParties(subject, expect.Prefix, expect.Group)
-	if !ok || from != w.From || to != w.To {
-		return e, bad(ReasonSubjectMismatch, "%s on subject %q", w.Type, subject)
-	}
-	if w.To != "" && w.To != expect.Self {
-		return e, bad(ReasonNotForMe, "to %q", w.To)
-	}
-	if w.Term != 0 || w.Granted != nil || len(w.Alive) > 0 || w.Nominee != "" || w.Initiator != "" || w.Candidate != "" ||
-		len(w.Participants) > 0 || w.Conn != "" || w.Alg != "" || w.Seq == 0 || w.Ep == 0 || w.N == 0 ||
-		(e.proof && w.To == "") || w.To == w.From {
-		return e, bad(ReasonBadField, "%s with fields it does not carry, or without nonce or numbering", w.Type)
-	}
-	return e, nil
-}
-
-// decodeInbound parses one message received on subject: an election message,
-// or (em non-nil) a challenge or proof.
-func decodeInbound(data []byte, subject string, expect DecodeContext) (m election.Message, em *epochMsg, ep, n uint64, err error) {
-	if len(data) > MaxMessageSize {
-		return m, nil, 0, 0, bad(ReasonOversize, "%d bytes, over %d", len(data), MaxMessageSize)
-	}
-	w, err := parseWire(data)
-	if err != nil {
-		return m, nil, 0, 0, err
-	}
-	if w.Type == wireChallenge || w.Type == wireProof {
-		e, err := decodeEpochMsg(w, subject, expect)
-		if err != nil {
-			return m, nil, 0, 0, err
-		}
-		return m, &e, w.Ep, w.N, nil
-	}
-	m, err = decodeChecked(w, subject, expect)
-	return m, nil, w.Ep, w.N, err
 }

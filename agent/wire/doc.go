@@ -1,0 +1,11 @@
+// Package wire is the wire format of edge-agent: the subjects of a group's
+// election and control traffic, the encoding and checking of election
+// messages (Encode, Decode, DecodeInbound), their signatures and the
+// freshness of their numbering (Signing), and the signatures of control
+// messages (SignControl, VerifyControl).
+//
+// It does no I/O and keeps no goroutines: a bus encodes what an agent sends
+// and decodes, verifies and numbers what it receives, once, before the agent
+// sees it. Everything a receiver must not apply is refused with a
+// *BadMessageError whose Reason is a metrics label.
+package wire
