@@ -103,7 +103,19 @@ func AttackRow4(s *Site, capture time.Duration) (Row4, error) {
 			}
 		}
 	}
+	// The replay first: the survivors restart in the dead leader's term,
+	// in which its heartbeats are not stale.
+	t0 := time.Now()
+	if err := powerCut(); err != nil {
+		close(stop)
+		return r, err
+	}
+	go replay()
+	// Watched only once every old process is gone: before that a survivor
+	// still running from before the cut reports the leader that was alive.
+	watched := make(chan struct{})
 	go func() {
+		defer close(watched)
 		for {
 			select {
 			case <-stop:
@@ -117,18 +129,11 @@ func AttackRow4(s *Site, capture time.Duration) (Row4, error) {
 			}
 		}
 	}()
-	// The replay first: the survivors restart in the dead leader's term,
-	// in which its heartbeats are not stale.
-	t0 := time.Now()
-	if err := powerCut(); err != nil {
-		close(stop)
-		return r, err
-	}
-	go replay()
 	if _, err := s.Agree(survivors, a.Leader, 0, 40*time.Second); err == nil {
 		r.WithReplay = time.Since(t0)
 	}
 	close(stop)
+	<-watched
 	// Without replay.
 	t0 = time.Now()
 	if err := powerCut(); err != nil {
