@@ -6,41 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edge-agent/edge-agent/config/configtest"
 	"github.com/edge-agent/edge-agent/edge"
 )
 
-// clusterYAML is gw2's file of a three-gateway offline site: every key of
-// the nats section that an embedded, clustered site uses.
-const clusterYAML = `id: gw2
-group: line-3
-members: gw1,gw2,gw3
-state_dir: /var/lib/edge-agent
-nats:
-  embedded: true
-  listen: 0.0.0.0:4222
-  urls: [nats://gw1.site.lan:4222, nats://gw3.site.lan:4222]
-  user: site
-  password: s3cret
-  tls: {ca: /etc/edge-agent/ca.pem, cert: /etc/edge-agent/gw.pem, key: /etc/edge-agent/gw.key}
-  monitor_port: 8222
-  cluster:
-    name: site-a
-    listen: 0.0.0.0:6222
-    routes:
-      - nats-route://gw1.site.lan:6222
-      - nats-route://gw2.site.lan:6222
-      - nats-route://gw3.site.lan
-    user: route
-    password: r0ute
-    tls: {ca: /etc/edge-agent/ca.pem, cert: /etc/edge-agent/gw.pem, key: /etc/edge-agent/gw.key}
-  leafnode:
-    remotes: tls://hub.example.com:7422
-    creds: /etc/edge-agent/hub.creds
-    tls: {ca: /etc/edge-agent/hub-ca.pem}
-`
-
 func TestLoadConfigNATSCluster(t *testing.T) {
-	rc, err := LoadFile(writeConfig(t, clusterYAML))
+	rc, err := LoadFile(configtest.Write(t, configtest.ClusterYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +60,7 @@ func TestLoadConfigNATSFlags(t *testing.T) {
 func TestLoadConfigNATSServerSettingsNeedEmbedded(t *testing.T) {
 	// As with listen: the server side is kept in the file but dropped while
 	// embedded is off; the client side (auth, TLS) stays.
-	rc, err := LoadFile(writeConfig(t, strings.Replace(clusterYAML, "embedded: true", "embedded: false", 1)))
+	rc, err := LoadFile(configtest.Write(t, strings.Replace(configtest.ClusterYAML, "embedded: true", "embedded: false", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +73,7 @@ func TestLoadConfigNATSServerSettingsNeedEmbedded(t *testing.T) {
 }
 
 func TestLoadConfigNATSErrors(t *testing.T) {
-	base := baseYAML(map[string]string{"nats": ""})
+	base := configtest.BaseYAML(map[string]string{"nats": ""})
 	for _, tc := range []struct {
 		name, nats string
 		want       string
@@ -128,7 +99,7 @@ func TestLoadConfigNATSErrors(t *testing.T) {
 		{"bad leaf url", "nats:\n  embedded: true\n  leafnode: {remotes: [\"hub:7422\"]}", "nats.leafnode.remotes", "nats.leafnode.remotes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := LoadFile(writeConfig(t, base+tc.nats+"\n"))
+			_, err := LoadFile(configtest.Write(t, base+tc.nats+"\n"))
 			var ce *Error
 			if !errors.As(err, &ce) {
 				t.Fatalf("error %v is not a *Error", err)

@@ -7,26 +7,12 @@ import (
 	"time"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/config/configtest"
 	"github.com/edge-agent/edge-agent/edge"
 )
 
-const opsYAML = `pushgateway:
-  url: http://pgw.example:9091
-  interval: 30s
-  job: edge
-leader:
-  command: [/usr/bin/plc-poller, --bus, "line 3"]
-  grace: 500ms
-  on_elected: /usr/lib/edge/vip up
-  on_demoted: ["/usr/lib/edge/vip", "down"]
-  hook_timeout: 5s
-  max_failures: 3
-  failure_window: 2m
-  env: [PLC_ADDR=10.0.0.5, TZ]
-`
-
 func TestLoadOpsConfig(t *testing.T) {
-	path := writeConfig(t, baseYAML(nil, strings.Split(strings.TrimSpace(opsYAML), "\n")...))
+	path := configtest.Write(t, configtest.BaseYAML(nil, strings.Split(strings.TrimSpace(configtest.OpsYAML), "\n")...))
 	rc, err := LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +92,7 @@ func TestOpsConfigErrors(t *testing.T) {
 		{name: "unknown push key", extra: []string{"pushgateway:", "  url: http://x", "  intervall: 1s"}, want: "line 8: field pushgateway.intervall not found"},
 		{name: "push job", args: []string{"--pushgateway-url", "http://pgw:9091", "--pushgateway-job", "a/b"}, want: "--pushgateway-job: \"a/b\" contains a '/'"},
 	} {
-		path := writeConfig(t, baseYAML(nil, tc.extra...))
+		path := configtest.Write(t, configtest.BaseYAML(nil, tc.extra...))
 		_, err := Load(append([]string{"--config", path}, tc.args...))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want it to contain %q", tc.name, err, tc.want)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edge-agent/edge-agent/config/configtest"
 	"github.com/nats-io/nkeys"
 )
 
@@ -30,7 +31,7 @@ func signedYAML(t *testing.T, extra string) (path, seedFile string, keys map[str
 			}
 		}
 	}
-	path = writeConfig(t, fmt.Sprintf(`id: gw1
+	path = configtest.Write(t, fmt.Sprintf(`id: gw1
 group: g
 members: [gw1, gw2]
 quorum: none
@@ -68,7 +69,7 @@ func TestOperatorKeys(t *testing.T) {
 			t.Errorf("%q: %v, want an error with %q", extra, err, want)
 		}
 	}
-	unsigned := writeConfig(t, "id: gw1\ngroup: g\nmembers: [gw1]\nstate_dir: /tmp/x\nnats: {urls: [nats://127.0.0.1:4222]}\noperator_keys: {alice: "+keys["ops"]+"}\n")
+	unsigned := configtest.Write(t, "id: gw1\ngroup: g\nmembers: [gw1]\nstate_dir: /tmp/x\nnats: {urls: [nats://127.0.0.1:4222]}\noperator_keys: {alice: "+keys["ops"]+"}\n")
 	if _, err := LoadFile(unsigned); err == nil || !strings.Contains(err.Error(), "operator_keys") {
 		t.Errorf("operators without signing: %v", err)
 	}

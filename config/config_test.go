@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"flag"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,18 +13,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/config/configtest"
 	"github.com/edge-agent/edge-agent/election"
 )
-
-// writeConfig writes content to a fresh config file and returns its path.
-func writeConfig(t *testing.T, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "edge-agent.yaml")
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // fullYAML sets every key of the config file.
 const fullYAML = `# edge-agent config: every key
@@ -88,36 +77,6 @@ func fullConfig() *Config {
 	}
 }
 
-// baseLines is a minimal valid config file, one key per line, so that a
-// test can replace or drop a key and know the line of what it adds (the
-// first extra line is line 6).
-var baseLines = []struct{ key, line string }{
-	{"id", "id: gw1"},
-	{"group", "group: site-a"},
-	{"members", "members: gw1,gw2=10,gw3"},
-	{"state_dir", "state_dir: /var/lib/edge-agent"},
-	{"nats", "nats: {urls: [nats://127.0.0.1:4222]}"},
-}
-
-// baseYAML returns the minimal config with the lines of the keys in set
-// replaced (an empty replacement drops the key) and extra lines appended.
-func baseYAML(set map[string]string, extra ...string) string {
-	var b strings.Builder
-	for _, l := range baseLines {
-		line, ok := set[l.key]
-		if !ok {
-			line = l.line
-		}
-		if line != "" {
-			b.WriteString(line + "\n")
-		}
-	}
-	for _, l := range extra {
-		b.WriteString(l + "\n")
-	}
-	return b.String()
-}
-
 // baseFlags is a minimal valid command line without a config file.
 var baseFlags = []string{"--id", "gw1", "--group", "site-a", "--members", "gw1,gw2=10,gw3", "--state-dir", "/var/lib/edge-agent", "--embedded-nats"}
 
@@ -125,7 +84,7 @@ var baseFlags = []string{"--id", "gw1", "--group", "site-a", "--members", "gw1,g
 func withFlags(more ...string) []string { return append(append([]string(nil), baseFlags...), more...) }
 
 func TestLoadCheckConfigFull(t *testing.T) {
-	path := writeConfig(t, fullYAML)
+	path := configtest.Write(t, fullYAML)
 	got, err := LoadFile(path)
 	if err != nil {
 		t.Fatalf("LoadFile: %v", err)
@@ -144,7 +103,7 @@ func TestLoadCheckConfigFull(t *testing.T) {
 }
 
 func TestLoadRunConfigFlagsOverrideFile(t *testing.T) {
-	path := writeConfig(t, fullYAML)
+	path := configtest.Write(t, fullYAML)
 	got, err := Load([]string{
 		"--config=" + path,
 		"--heartbeat", "1s",
@@ -214,7 +173,7 @@ func TestLoadConfigForms(t *testing.T) {
 	}{
 		{
 			name: "members string form",
-			file: baseYAML(map[string]string{"members": `members: "gw1, gw2=10,gw3=-1000000"`}),
+			file: configtest.BaseYAML(map[string]string{"members": `members: "gw1, gw2=10,gw3=-1000000"`}),
 			check: func(t *testing.T, rc *Config) {
 				want := []election.Member{{ID: "gw1"}, {ID: "gw2", Priority: 10}, {ID: "gw3", Priority: -1000000}}
 				if !reflect.DeepEqual(rc.Agent.Members, want) {
@@ -224,7 +183,7 @@ func TestLoadConfigForms(t *testing.T) {
 		},
 		{
 			name: "members list of strings and maps",
-			file: baseYAML(map[string]string{"members": "members:\n  - gw1\n  - gw2=1000000\n  - {id: gw3, priority: 7}"}),
+			file: configtest.BaseYAML(map[string]string{"members": "members:\n  - gw1\n  - gw2=1000000\n  - {id: gw3, priority: 7}"}),
 			check: func(t *testing.T, rc *Config) {
 				want := []election.Member{{ID: "gw1"}, {ID: "gw2", Priority: 1000000}, {ID: "gw3", Priority: 7}}
 				if !reflect.DeepEqual(rc.Agent.Members, want) {
@@ -234,7 +193,7 @@ func TestLoadConfigForms(t *testing.T) {
 		},
 		{
 			name: "quorum none",
-			file: baseYAML(nil, "quorum: none"),
+			file: configtest.BaseYAML(nil, "quorum: none"),
 			check: func(t *testing.T, rc *Config) {
 				if !rc.Agent.IslandMode || rc.Agent.Quorum != 1 {
 					t.Errorf("IslandMode, Quorum = %v, %d; want true, 1", rc.Agent.IslandMode, rc.Agent.Quorum)
@@ -243,7 +202,7 @@ func TestLoadConfigForms(t *testing.T) {
 		},
 		{
 			name: "quorum flag overrides none",
-			file: baseYAML(nil, "quorum: none"),
+			file: configtest.BaseYAML(nil, "quorum: none"),
 			args: []string{"--quorum", "3"},
 			check: func(t *testing.T, rc *Config) {
 				if rc.Agent.IslandMode || rc.Agent.Quorum != 3 {
@@ -253,7 +212,7 @@ func TestLoadConfigForms(t *testing.T) {
 		},
 		{
 			name: "quorum default is a majority",
-			file: baseYAML(nil),
+			file: configtest.BaseYAML(nil),
 			check: func(t *testing.T, rc *Config) {
 				if rc.Agent.IslandMode || rc.Agent.Quorum != 2 {
 					t.Errorf("IslandMode, Quorum = %v, %d; want false, 2", rc.Agent.IslandMode, rc.Agent.Quorum)
@@ -262,7 +221,7 @@ func TestLoadConfigForms(t *testing.T) {
 		},
 		{
 			name: "embedded with default listen and urls as a string",
-			file: baseYAML(map[string]string{"nats": "nats:\n  urls: nats://a:4222, tls://b\n  embedded: yes"}),
+			file: configtest.BaseYAML(map[string]string{"nats": "nats:\n  urls: nats://a:4222, tls://b\n  embedded: yes"}),
 			check: func(t *testing.T, rc *Config) {
 				if !rc.EmbeddedNATS || rc.NATSListen != DefaultNATSListen {
 					t.Errorf("EmbeddedNATS, NATSListen = %v, %q; want true, %q", rc.EmbeddedNATS, rc.NATSListen, DefaultNATSListen)
@@ -274,7 +233,7 @@ func TestLoadConfigForms(t *testing.T) {
 		},
 		{
 			name: "listen without embedded is dropped",
-			file: baseYAML(map[string]string{"nats": "nats: {urls: [nats://a], listen: 0.0.0.0:4222}"}),
+			file: configtest.BaseYAML(map[string]string{"nats": "nats: {urls: [nats://a], listen: 0.0.0.0:4222}"}),
 			check: func(t *testing.T, rc *Config) {
 				if rc.EmbeddedNATS || rc.NATSListen != "" {
 					t.Errorf("EmbeddedNATS, NATSListen = %v, %q; want false, \"\"", rc.EmbeddedNATS, rc.NATSListen)
@@ -283,7 +242,7 @@ func TestLoadConfigForms(t *testing.T) {
 		},
 		{
 			name: "http_addr empty disables, absent defaults",
-			file: baseYAML(nil, `http_addr: ""`),
+			file: configtest.BaseYAML(nil, `http_addr: ""`),
 			check: func(t *testing.T, rc *Config) {
 				if rc.HTTPAddr != "" {
 					t.Errorf("HTTPAddr = %q, want \"\"", rc.HTTPAddr)
@@ -292,7 +251,7 @@ func TestLoadConfigForms(t *testing.T) {
 		},
 		{
 			name: "http_addr flag overrides off",
-			file: baseYAML(nil, "http_addr: off"),
+			file: configtest.BaseYAML(nil, "http_addr: off"),
 			args: []string{"--http-addr", ":0"},
 			check: func(t *testing.T, rc *Config) {
 				if rc.HTTPAddr != ":0" {
@@ -302,7 +261,7 @@ func TestLoadConfigForms(t *testing.T) {
 		},
 		{
 			name: "null values keep defaults",
-			file: baseYAML(nil, "heartbeat:", "log_level: ~", "http_addr:"),
+			file: configtest.BaseYAML(nil, "heartbeat:", "log_level: ~", "http_addr:"),
 			check: func(t *testing.T, rc *Config) {
 				if rc.Agent.Heartbeat != time.Second || rc.LogLevel != "info" || rc.HTTPAddr != DefaultHTTPAddr {
 					t.Errorf("heartbeat, log_level, http_addr = %s, %q, %q; want the defaults", rc.Agent.Heartbeat, rc.LogLevel, rc.HTTPAddr)
@@ -311,7 +270,7 @@ func TestLoadConfigForms(t *testing.T) {
 		},
 		{
 			name: "aliases are followed",
-			file: baseYAML(map[string]string{"id": "id: &me gw3", "members": "members: [gw1, *me]"}),
+			file: configtest.BaseYAML(map[string]string{"id": "id: &me gw3", "members": "members: [gw1, *me]"}),
 			check: func(t *testing.T, rc *Config) {
 				want := []election.Member{{ID: "gw1"}, {ID: "gw3"}}
 				if rc.Agent.ID != "gw3" || !reflect.DeepEqual(rc.Agent.Members, want) {
@@ -334,7 +293,7 @@ func TestLoadConfigForms(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			args := tt.args
 			if tt.file != "" {
-				args = append([]string{"--config", writeConfig(t, tt.file)}, args...)
+				args = append([]string{"--config", configtest.Write(t, tt.file)}, args...)
 			}
 			rc, err := Load(args)
 			if err != nil {
@@ -354,109 +313,109 @@ func TestLoadConfigErrors(t *testing.T) {
 		wantKey string   // Error.Key, when not ""
 	}{
 		// The file.
-		{name: "unknown key", file: baseYAML(nil, "foo: 1"),
+		{name: "unknown key", file: configtest.BaseYAML(nil, "foo: 1"),
 			want: []string{"config FILE: line 6: field foo not found"}, wantKey: "foo"},
-		{name: "unknown nats key", file: baseYAML(map[string]string{"nats": "nats:\n  url: nats://a"}),
+		{name: "unknown nats key", file: configtest.BaseYAML(map[string]string{"nats": "nats:\n  url: nats://a"}),
 			want: []string{"config FILE: line 6: field nats.url not found"}, wantKey: "nats.url"},
-		{name: "nats not a mapping", file: baseYAML(map[string]string{"nats": "nats: nats://a"}),
+		{name: "nats not a mapping", file: configtest.BaseYAML(map[string]string{"nats": "nats: nats://a"}),
 			want: []string{"line 5: nats: must be a mapping"}, wantKey: "nats"},
 		{name: "file not a mapping", file: "- id: a\n",
 			want: []string{"config FILE: line 1: the file must be a mapping"}},
-		{name: "syntax error", file: baseYAML(nil, "heartbeat: 1s: 2s"),
+		{name: "syntax error", file: configtest.BaseYAML(nil, "heartbeat: 1s: 2s"),
 			want: []string{"config FILE: line 6: mapping values are not allowed"}},
-		{name: "duplicate key", file: baseYAML(nil, "id: gw2"),
+		{name: "duplicate key", file: configtest.BaseYAML(nil, "id: gw2"),
 			want: []string{"config FILE: line 6: mapping key \"id\" already defined at line 1"}},
-		{name: "two documents", file: baseYAML(nil, "---", "id: gw2"),
+		{name: "two documents", file: configtest.BaseYAML(nil, "---", "id: gw2"),
 			want: []string{"config FILE: line 6: a second YAML document"}},
 		{name: "missing file", file: "", args: []string{"--config", "/nonexistent/edge-agent.yaml"},
 			want: []string{"config /nonexistent/edge-agent.yaml: cannot read:"}},
-		{name: "bad duration", file: baseYAML(nil, "heartbeat: abc"),
+		{name: "bad duration", file: configtest.BaseYAML(nil, "heartbeat: abc"),
 			want: []string{`config FILE: line 6: heartbeat: "abc" is not a duration`}, wantKey: "heartbeat"},
-		{name: "duration without unit", file: baseYAML(nil, "hold_down: 10"),
+		{name: "duration without unit", file: configtest.BaseYAML(nil, "hold_down: 10"),
 			want: []string{`line 6: hold_down: "10" is not a duration`}, wantKey: "hold_down"},
-		{name: "bad lease", file: baseYAML(nil, "lease: soon"),
+		{name: "bad lease", file: configtest.BaseYAML(nil, "lease: soon"),
 			want: []string{`line 6: lease: "soon" is not a duration`}, wantKey: "lease"},
-		{name: "bad answer timeout", file: baseYAML(nil, "answer_timeout: 1"),
+		{name: "bad answer timeout", file: configtest.BaseYAML(nil, "answer_timeout: 1"),
 			want: []string{`line 6: answer_timeout: "1" is not a duration`}, wantKey: "answer_timeout"},
-		{name: "bad heartbeat misses", file: baseYAML(nil, "heartbeat_misses: three"),
+		{name: "bad heartbeat misses", file: configtest.BaseYAML(nil, "heartbeat_misses: three"),
 			want: []string{`line 6: heartbeat_misses: "three" is not an integer`}, wantKey: "heartbeat_misses"},
-		{name: "value where list expected", file: baseYAML(map[string]string{"id": "id: [gw1]"}),
+		{name: "value where list expected", file: configtest.BaseYAML(map[string]string{"id": "id: [gw1]"}),
 			want: []string{"line 1: id: must be a single value, not a list"}, wantKey: "id"},
-		{name: "members bad priority", file: baseYAML(map[string]string{"members": "members: a,b=x,c"}),
+		{name: "members bad priority", file: configtest.BaseYAML(map[string]string{"members": "members: a,b=x,c"}),
 			want: []string{`line 3: members: "b=x": priority must be an integer`}, wantKey: "members"},
-		{name: "members priority out of range", file: baseYAML(map[string]string{"members": "members: gw1=1000001,gw2"}),
+		{name: "members priority out of range", file: configtest.BaseYAML(map[string]string{"members": "members: gw1=1000001,gw2"}),
 			want: []string{`members: "gw1=1000001": priority 1000001 is outside -1000000..1000000`}, wantKey: "members"},
-		{name: "members empty entry", file: baseYAML(map[string]string{"members": "members: gw1,,gw2"}),
+		{name: "members empty entry", file: configtest.BaseYAML(map[string]string{"members": "members: gw1,,gw2"}),
 			want: []string{`members: "gw1,,gw2": empty member`}, wantKey: "members"},
-		{name: "members map bad priority", file: baseYAML(map[string]string{"members": "members:\n  - {id: gw1, priority: high}"}),
+		{name: "members map bad priority", file: configtest.BaseYAML(map[string]string{"members": "members:\n  - {id: gw1, priority: high}"}),
 			want: []string{`line 4: members: member "gw1": priority must be an integer`}, wantKey: "members"},
-		{name: "members map priority out of range", file: baseYAML(map[string]string{"members": "members:\n  - {id: gw1}\n  - {id: gw2, priority: -1000001}"}),
+		{name: "members map priority out of range", file: configtest.BaseYAML(map[string]string{"members": "members:\n  - {id: gw1}\n  - {id: gw2, priority: -1000001}"}),
 			want: []string{`line 5: members: member "gw2": priority -1000001 is outside -1000000..1000000`}, wantKey: "members"},
-		{name: "members map unknown key", file: baseYAML(map[string]string{"members": "members:\n  - {id: gw1, prio: 3}"}),
+		{name: "members map unknown key", file: configtest.BaseYAML(map[string]string{"members": "members:\n  - {id: gw1, prio: 3}"}),
 			want: []string{"line 4: members: field prio not found in a member"}, wantKey: "members"},
-		{name: "members map without id", file: baseYAML(map[string]string{"members": "members:\n  - {priority: 3}"}),
+		{name: "members map without id", file: configtest.BaseYAML(map[string]string{"members": "members:\n  - {priority: 3}"}),
 			want: []string{"line 4: members: a member has no id"}, wantKey: "members"},
-		{name: "members as a mapping", file: baseYAML(map[string]string{"members": "members: {gw1: 3}"}),
+		{name: "members as a mapping", file: configtest.BaseYAML(map[string]string{"members": "members: {gw1: 3}"}),
 			want: []string{"line 3: members: must be a list of {id, priority}"}, wantKey: "members"},
-		{name: "members invalid id", file: baseYAML(map[string]string{"members": "members: gw1,gw 2"}),
+		{name: "members invalid id", file: configtest.BaseYAML(map[string]string{"members": "members: gw1,gw 2"}),
 			want: []string{`line 3: members: "gw 2" is not a valid member id`}, wantKey: "members"},
-		{name: "members duplicate", file: baseYAML(map[string]string{"members": "members: gw1,gw1=3"}),
+		{name: "members duplicate", file: configtest.BaseYAML(map[string]string{"members": "members: gw1,gw1=3"}),
 			want: []string{`line 3: members: "gw1" is listed twice`}, wantKey: "members"},
-		{name: "members missing", file: baseYAML(map[string]string{"members": ""}),
+		{name: "members missing", file: configtest.BaseYAML(map[string]string{"members": ""}),
 			want: []string{"config FILE: members: at least one member is required"}, wantKey: "members"},
-		{name: "quorum not a number", file: baseYAML(nil, "quorum: some"),
+		{name: "quorum not a number", file: configtest.BaseYAML(nil, "quorum: some"),
 			want: []string{`line 6: quorum: "some" is not an integer or none`}, wantKey: "quorum"},
-		{name: "quorum not a majority", file: baseYAML(nil, "quorum: 1"),
+		{name: "quorum not a majority", file: configtest.BaseYAML(nil, "quorum: 1"),
 			want: []string{"line 6: quorum: 1 of 3 members is not a majority"}, wantKey: "quorum"},
-		{name: "missing id", file: baseYAML(map[string]string{"id": ""}),
+		{name: "missing id", file: configtest.BaseYAML(map[string]string{"id": ""}),
 			want: []string{"config FILE: id: this gateway's member id is required"}, wantKey: "id"},
-		{name: "invalid id", file: baseYAML(map[string]string{"id": "id: gw.1"}),
+		{name: "invalid id", file: configtest.BaseYAML(map[string]string{"id": "id: gw.1"}),
 			want: []string{`line 1: id: "gw.1" is not a valid member id`}, wantKey: "id"},
-		{name: "id not in members", file: baseYAML(map[string]string{"id": "id: gw9"}),
+		{name: "id not in members", file: configtest.BaseYAML(map[string]string{"id": "id: gw9"}),
 			want: []string{`config FILE: line 1: id: "gw9" is not in members`}, wantKey: "id"},
-		{name: "missing group", file: baseYAML(map[string]string{"group": ""}),
+		{name: "missing group", file: configtest.BaseYAML(map[string]string{"group": ""}),
 			want: []string{"config FILE: group: the election group name is required"}, wantKey: "group"},
-		{name: "bad algorithm", file: baseYAML(nil, "algorithm: raft"),
+		{name: "bad algorithm", file: configtest.BaseYAML(nil, "algorithm: raft"),
 			want: []string{`line 6: algorithm: "raft" is not one of bully, ring`}, wantKey: "algorithm"},
-		{name: "bad preemption", file: baseYAML(nil, "preemption: always"),
+		{name: "bad preemption", file: configtest.BaseYAML(nil, "preemption: always"),
 			want: []string{`line 6: preemption: "always" is not one of`}, wantKey: "preemption"},
-		{name: "missing state dir", file: baseYAML(map[string]string{"state_dir": ""}),
+		{name: "missing state dir", file: configtest.BaseYAML(map[string]string{"state_dir": ""}),
 			want: []string{"state_dir: a state directory is required"}, wantKey: "state_dir"},
-		{name: "bad subject prefix", file: baseYAML(nil, "subject_prefix: a..b"),
+		{name: "bad subject prefix", file: configtest.BaseYAML(nil, "subject_prefix: a..b"),
 			want: []string{`line 6: subject_prefix: "a..b" is not a valid NATS subject prefix`}, wantKey: "subject_prefix"},
-		{name: "heartbeat out of range", file: baseYAML(nil, "heartbeat: 5ms"),
+		{name: "heartbeat out of range", file: configtest.BaseYAML(nil, "heartbeat: 5ms"),
 			want: []string{"line 6: heartbeat: 5ms is outside 10ms..1m"}, wantKey: "heartbeat"},
-		{name: "heartbeat misses out of range", file: baseYAML(nil, "heartbeat_misses: 1"),
+		{name: "heartbeat misses out of range", file: configtest.BaseYAML(nil, "heartbeat_misses: 1"),
 			want: []string{"line 6: heartbeat_misses: 1 is outside 2..100"}, wantKey: "heartbeat_misses"},
-		{name: "lease too long", file: baseYAML(nil, "lease: 2s"),
+		{name: "lease too long", file: configtest.BaseYAML(nil, "lease: 2s"),
 			want: []string{"line 6: lease: 2s plus heartbeat"}, wantKey: "lease"},
-		{name: "hold down negative", file: baseYAML(nil, "hold_down: -1s"),
+		{name: "hold down negative", file: configtest.BaseYAML(nil, "hold_down: -1s"),
 			want: []string{"line 6: hold_down: -1s is negative"}, wantKey: "hold_down"},
-		{name: "nats missing", file: baseYAML(map[string]string{"nats": ""}),
+		{name: "nats missing", file: configtest.BaseYAML(map[string]string{"nats": ""}),
 			want: []string{"nats: give nats.urls (--nats-url) or nats.embedded (--embedded-nats)"}, wantKey: "nats"},
-		{name: "nats urls empty", file: baseYAML(map[string]string{"nats": "nats: {urls: []}"}),
+		{name: "nats urls empty", file: configtest.BaseYAML(map[string]string{"nats": "nats: {urls: []}"}),
 			want: []string{"nats: give nats.urls (--nats-url) or nats.embedded (--embedded-nats)"}, wantKey: "nats"},
-		{name: "nats url bad scheme", file: baseYAML(map[string]string{"nats": "nats:\n  urls:\n    - nats://a\n    - http://b:4222"}),
+		{name: "nats url bad scheme", file: configtest.BaseYAML(map[string]string{"nats": "nats:\n  urls:\n    - nats://a\n    - http://b:4222"}),
 			want: []string{`config FILE: line 8: nats.urls: "http://b:4222": the scheme must be nats:// or tls://`}, wantKey: "nats.urls"},
-		{name: "nats url no host", file: baseYAML(map[string]string{"nats": "nats: {urls: [\"nats://:4222\"]}"}),
+		{name: "nats url no host", file: configtest.BaseYAML(map[string]string{"nats": "nats: {urls: [\"nats://:4222\"]}"}),
 			want: []string{`line 5: nats.urls: "nats://:4222" has no host`}, wantKey: "nats.urls"},
-		{name: "nats url bad port", file: baseYAML(map[string]string{"nats": "nats: {urls: \"nats://a:x\"}"}),
+		{name: "nats url bad port", file: configtest.BaseYAML(map[string]string{"nats": "nats: {urls: \"nats://a:x\"}"}),
 			want: []string{`line 5: nats.urls: "nats://a:x"`}, wantKey: "nats.urls"},
-		{name: "nats url with path", file: baseYAML(map[string]string{"nats": "nats: {urls: [nats://a:4222/x]}"}),
+		{name: "nats url with path", file: configtest.BaseYAML(map[string]string{"nats": "nats: {urls: [nats://a:4222/x]}"}),
 			want: []string{`line 5: nats.urls: "nats://a:4222/x": a NATS URL has no path`}, wantKey: "nats.urls"},
-		{name: "nats urls a mapping", file: baseYAML(map[string]string{"nats": "nats: {urls: {a: b}}"}),
+		{name: "nats urls a mapping", file: configtest.BaseYAML(map[string]string{"nats": "nats: {urls: {a: b}}"}),
 			want: []string{"line 5: nats.urls: must be a list of URLs"}, wantKey: "nats.urls"},
-		{name: "nats embedded not a bool", file: baseYAML(map[string]string{"nats": "nats: {embedded: maybe}"}),
+		{name: "nats embedded not a bool", file: configtest.BaseYAML(map[string]string{"nats": "nats: {embedded: maybe}"}),
 			want: []string{`line 5: nats.embedded: "maybe" is not a boolean`}, wantKey: "nats.embedded"},
-		{name: "nats listen not host:port", file: baseYAML(map[string]string{"nats": "nats: {embedded: true, listen: localhost}"}),
+		{name: "nats listen not host:port", file: configtest.BaseYAML(map[string]string{"nats": "nats: {embedded: true, listen: localhost}"}),
 			want: []string{`line 5: nats.listen: "localhost" is not host:port`}, wantKey: "nats.listen"},
-		{name: "http addr not host:port", file: baseYAML(nil, "http_addr: localhost"),
+		{name: "http addr not host:port", file: configtest.BaseYAML(nil, "http_addr: localhost"),
 			want: []string{`line 6: http_addr: "localhost" is not host:port`}, wantKey: "http_addr"},
-		{name: "http addr bad port", file: baseYAML(nil, "http_addr: localhost:http"),
+		{name: "http addr bad port", file: configtest.BaseYAML(nil, "http_addr: localhost:http"),
 			want: []string{`line 6: http_addr: "localhost:http": port "http" is not a number`}, wantKey: "http_addr"},
-		{name: "bad log format", file: baseYAML(nil, "log_format: xml"),
+		{name: "bad log format", file: configtest.BaseYAML(nil, "log_format: xml"),
 			want: []string{`line 6: log_format: "xml" is not one of text, json`}, wantKey: "log_format"},
-		{name: "bad log level", file: baseYAML(nil, "log_level: trace"),
+		{name: "bad log level", file: configtest.BaseYAML(nil, "log_level: trace"),
 			want: []string{`line 6: log_level: "trace" is not one of debug, info, warn, error`}, wantKey: "log_level"},
 
 		// Flags.
@@ -504,14 +463,14 @@ func TestLoadConfigErrors(t *testing.T) {
 			want: []string{`run: unexpected argument "extra"`}},
 		{name: "empty config flag", args: []string{"--config="},
 			want: []string{"--config: give a config file path"}},
-		{name: "flag error wins over a valid file", file: baseYAML(nil), args: []string{"--heartbeat", "1"},
+		{name: "flag error wins over a valid file", file: configtest.BaseYAML(nil), args: []string{"--heartbeat", "1"},
 			want: []string{`--heartbeat: "1" is not a duration`}, wantKey: "heartbeat"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args, path := tt.args, ""
 			if tt.file != "" {
-				path = writeConfig(t, tt.file)
+				path = configtest.Write(t, tt.file)
 				args = append([]string{"--config", path}, args...)
 			}
 			check := func(fn string, rc *Config, err error) {
@@ -565,7 +524,7 @@ func TestLoadCheckConfigNoPath(t *testing.T) {
 }
 
 func TestLoadCheckConfigEmptyFile(t *testing.T) {
-	path := writeConfig(t, "# nothing yet\n")
+	path := configtest.Write(t, "# nothing yet\n")
 	_, err := LoadFile(path)
 	if err == nil || !strings.Contains(err.Error(), "config "+path+": id:") {
 		t.Errorf("LoadFile(empty) = %v, want the missing id named", err)
@@ -639,7 +598,7 @@ func TestRunUsage(t *testing.T) {
 // section sets nothing, a repeated key inside a section is refused naming
 // the section's key, and several unknown keys are all counted.
 func TestLoadFileStructure(t *testing.T) {
-	rc, err := LoadFile(writeConfig(t, baseYAML(nil,
+	rc, err := LoadFile(configtest.Write(t, configtest.BaseYAML(nil,
 		"pushgateway:", "  <<: [{url: \"http://pgw:9091\", interval: 20s}, {job: site}]", "  interval: 30s", "leader: ~")))
 	if err != nil {
 		t.Fatal(err)
@@ -653,16 +612,16 @@ func TestLoadFileStructure(t *testing.T) {
 		want string
 		key  string
 	}{
-		{"repeated key in a section", baseYAML(map[string]string{"nats": "nats:\n  urls: nats://a\n  urls: nats://b"}),
+		{"repeated key in a section", configtest.BaseYAML(map[string]string{"nats": "nats:\n  urls: nats://a\n  urls: nats://b"}),
 			`line 7: mapping key "urls" already defined at line 6`, "nats.urls"},
-		{"unknown keys counted", baseYAML(nil, "foo: 1", "pushgateway: {bar: 2}", "baz: 3"),
+		{"unknown keys counted", configtest.BaseYAML(nil, "foo: 1", "pushgateway: {bar: 2}", "baz: 3"),
 			"line 6: field foo not found (and 2 more)", "foo"},
-		{"unknown key under a merge", baseYAML(nil, "leader:", "  <<: {commandd: [x]}"),
+		{"unknown key under a merge", configtest.BaseYAML(nil, "leader:", "  <<: {commandd: [x]}"),
 			"line 7: field leader.commandd not found (leader takes command,", "leader.commandd"},
-		{"merge of a value", baseYAML(nil, "leader:", "  <<: x"),
+		{"merge of a value", configtest.BaseYAML(nil, "leader:", "  <<: x"),
 			"line 7: a merge (<<) takes a mapping or a list of mappings", ""},
 	} {
-		_, err := LoadFile(writeConfig(t, tc.file))
+		_, err := LoadFile(configtest.Write(t, tc.file))
 		var ce *Error
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) || ce.Key != tc.key {
 			t.Errorf("%s: %v (key %q), want %q and key %q", tc.name, err, keyOf(ce), tc.want, tc.key)

@@ -1,10 +1,9 @@
 package opsclient
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
+	"github.com/edge-agent/edge-agent/config/configtest"
 	"github.com/edge-agent/edge-agent/edge"
 )
 
@@ -12,7 +11,7 @@ import (
 // credentials, the group and the prefix from the agent's config file, with
 // the gateway's own embedded server first; flags override.
 func TestOpsFlagsFromConfig(t *testing.T) {
-	path := writeConfig(t, clusterYAML)
+	path := configtest.Write(t, configtest.ClusterYAML)
 	o, err := ParseFlags("status", []string{"--config", path}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -39,43 +38,3 @@ func TestOpsFlagsFromConfig(t *testing.T) {
 		t.Error("a missing config file was accepted")
 	}
 }
-
-// writeConfig writes content to a fresh config file and returns its path.
-func writeConfig(t *testing.T, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "edge-agent.yaml")
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// clusterYAML is gw2's file of a three-gateway offline site: every key of
-// the nats section that an embedded, clustered site uses.
-const clusterYAML = `id: gw2
-group: line-3
-members: gw1,gw2,gw3
-state_dir: /var/lib/edge-agent
-nats:
-  embedded: true
-  listen: 0.0.0.0:4222
-  urls: [nats://gw1.site.lan:4222, nats://gw3.site.lan:4222]
-  user: site
-  password: s3cret
-  tls: {ca: /etc/edge-agent/ca.pem, cert: /etc/edge-agent/gw.pem, key: /etc/edge-agent/gw.key}
-  monitor_port: 8222
-  cluster:
-    name: site-a
-    listen: 0.0.0.0:6222
-    routes:
-      - nats-route://gw1.site.lan:6222
-      - nats-route://gw2.site.lan:6222
-      - nats-route://gw3.site.lan
-    user: route
-    password: r0ute
-    tls: {ca: /etc/edge-agent/ca.pem, cert: /etc/edge-agent/gw.pem, key: /etc/edge-agent/gw.key}
-  leafnode:
-    remotes: tls://hub.example.com:7422
-    creds: /etc/edge-agent/hub.creds
-    tls: {ca: /etc/edge-agent/hub-ca.pem}
-`

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/edge-agent/edge-agent/config/configtest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +20,7 @@ func TestCheckConfigChecksFiles(t *testing.T) {
 	if err := os.WriteFile(ca, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	path := writeConfig(t, baseYAML(map[string]string{"nats": "nats:\n  urls: nats://gw1.invalid:4222\n  tls: {ca: " + ca + ", cert: " + filepath.Join(dir, "gw.pem") + ", key: " + ca + "}"}))
+	path := configtest.Write(t, configtest.BaseYAML(map[string]string{"nats": "nats:\n  urls: nats://gw1.invalid:4222\n  tls: {ca: " + ca + ", cert: " + filepath.Join(dir, "gw.pem") + ", key: " + ca + "}"}))
 	var out, errOut strings.Builder
 	if code := run([]string{"check-config", path}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "nats.tls.cert") {
 		t.Fatalf("check-config with a missing cert: exit %d, %q; want 2 naming nats.tls.cert", code, errOut.String())
@@ -27,7 +28,7 @@ func TestCheckConfigChecksFiles(t *testing.T) {
 }
 
 func TestCheckConfigDescribesOps(t *testing.T) {
-	path := writeConfig(t, baseYAML(nil, strings.Split(strings.TrimSpace(opsYAML), "\n")...))
+	path := configtest.Write(t, configtest.BaseYAML(nil, strings.Split(strings.TrimSpace(configtest.OpsYAML), "\n")...))
 	var out, errOut bytes.Buffer
 	if code := run([]string{"check-config", "--config", path}, &out, &errOut); code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut.String())
@@ -38,59 +39,4 @@ func TestCheckConfigDescribesOps(t *testing.T) {
 			t.Errorf("check-config output lacks %q:\n%s", want, out.String())
 		}
 	}
-}
-
-const opsYAML = `pushgateway:
-  url: http://pgw.example:9091
-  interval: 30s
-  job: edge
-leader:
-  command: [/usr/bin/plc-poller, --bus, "line 3"]
-  grace: 500ms
-  on_elected: /usr/lib/edge/vip up
-  on_demoted: ["/usr/lib/edge/vip", "down"]
-  hook_timeout: 5s
-  max_failures: 3
-  failure_window: 2m
-  env: [PLC_ADDR=10.0.0.5, TZ]
-`
-
-// writeConfig writes content to a fresh config file and returns its path.
-func writeConfig(t *testing.T, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "edge-agent.yaml")
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// baseLines is a minimal valid config file, one key per line, so that a
-// test can replace or drop a key and know the line of what it adds (the
-// first extra line is line 6).
-var baseLines = []struct{ key, line string }{
-	{"id", "id: gw1"},
-	{"group", "group: site-a"},
-	{"members", "members: gw1,gw2=10,gw3"},
-	{"state_dir", "state_dir: /var/lib/edge-agent"},
-	{"nats", "nats: {urls: [nats://127.0.0.1:4222]}"},
-}
-
-// baseYAML returns the minimal config with the lines of the keys in set
-// replaced (an empty replacement drops the key) and extra lines appended.
-func baseYAML(set map[string]string, extra ...string) string {
-	var b strings.Builder
-	for _, l := range baseLines {
-		line, ok := set[l.key]
-		if !ok {
-			line = l.line
-		}
-		if line != "" {
-			b.WriteString(line + "\n")
-		}
-	}
-	for _, l := range extra {
-		b.WriteString(l + "\n")
-	}
-	return b.String()
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"github.com/edge-agent/edge-agent/config/configtest"
 	"strings"
 	"testing"
 )
@@ -16,14 +17,14 @@ func TestClientOnlyBuild(t *testing.T) {
 	if code := run([]string{"version"}, &out, &errOut); code != exitOK || !strings.Contains(out.String(), "client-only") {
 		t.Fatalf("version: exit %d, %q; want it to say client-only", code, out.String())
 	}
-	embedded := writeConfig(t, baseYAML(map[string]string{"nats": "nats:\n  embedded: true"}))
+	embedded := configtest.Write(t, configtest.BaseYAML(map[string]string{"nats": "nats:\n  embedded: true"}))
 	out.Reset()
 	errOut.Reset()
 	if code := run([]string{"check-config", embedded}, &out, &errOut); code != exitUsage ||
 		!strings.Contains(errOut.String(), "nats.embedded") || !strings.Contains(errOut.String(), "client-only build") {
 		t.Fatalf("check-config with nats.embedded: exit %d, %q; want 2 naming nats.embedded and the client-only build", code, errOut.String())
 	}
-	external := writeConfig(t, baseYAML(map[string]string{"nats": "nats:\n  urls: nats://127.0.0.1:4222"}))
+	external := configtest.Write(t, configtest.BaseYAML(map[string]string{"nats": "nats:\n  urls: nats://127.0.0.1:4222"}))
 	out.Reset()
 	errOut.Reset()
 	if code := run([]string{"check-config", external}, &out, &errOut); code != exitOK {
