@@ -70,19 +70,6 @@ func main() {
 // faultCadence is the worker's write period.
 const faultCadence = 10 * time.Millisecond
 
-func envCount(t *testing.T, name string, def int) int {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		t.Fatalf("%s=%q: want a count", name, v)
-	}
-	return n
-}
-
 // isGuard reports whether pid runs the duty guard (argv[1] is duty-guard).
 func isGuard(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
@@ -313,7 +300,7 @@ func (d *dutyTail) running(id string, term uint64, timeout time.Duration) bool {
 // (internal/dutycheck: a line covers one cadence from its time). make
 // duty-faults runs the counts of issue 14 (20 stops per length, 50 kills).
 func TestE2EDutyFaults(t *testing.T) {
-	dutyFaults(t, false, envCount(t, "DUTY_FAULT_STOPS", 2), envCount(t, "DUTY_FAULT_KILLS", 5))
+	dutyFaults(t, false, harness.EnvCount(t, "DUTY_FAULT_STOPS", 2), harness.EnvCount(t, "DUTY_FAULT_KILLS", 5))
 }
 
 // TestE2EDutyFaultsFastPath is the SIGKILL part of TestE2EDutyFaults with
@@ -322,7 +309,7 @@ func TestE2EDutyFaults(t *testing.T) {
 // duty one fence (a tick) later, so the killed leader's guard has the
 // least time to be done. DUTY_FAULT_FAST_KILLS (default 5).
 func TestE2EDutyFaultsFastPath(t *testing.T) {
-	dutyFaults(t, true, 0, envCount(t, "DUTY_FAULT_FAST_KILLS", 5))
+	dutyFaults(t, true, 0, harness.EnvCount(t, "DUTY_FAULT_FAST_KILLS", 5))
 }
 
 func dutyFaults(t *testing.T, fast bool, stops, kills int) {

@@ -14,7 +14,6 @@ package attack
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -192,14 +191,9 @@ func (s *Site) RouteAttacker() (*nats.Conn, error) {
 	for _, r := range s.Routes {
 		opts.Routes = append(opts.Routes, server.RoutesFromStr(strings.Replace(r, "nats-route://", "nats-route://"+RouteUser+":"+RoutePassword+"@", 1))...)
 	}
-	srv, err := server.NewServer(opts)
+	srv, err := harness.StartServer(opts)
 	if err != nil {
-		return nil, err
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		return nil, errors.New("attacker's server not ready")
+		return nil, fmt.Errorf("attacker's server: %w", err)
 	}
 	s.mu.Lock()
 	s.attacker = append(s.attacker, srv)

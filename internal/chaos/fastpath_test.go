@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/journalcheck"
 )
 
@@ -123,7 +124,7 @@ func leaderOverlap(samples []statusSample) (time.Duration, string) {
 // others agree on a new leader.
 func TestChaosFastPath(t *testing.T) {
 	requireChaos(t)
-	runFastPath(t, "fast-path", []string{"kill", "reset"}, envInt(t, "CHAOS_FAST_CYCLES", 8))
+	runFastPath(t, "fast-path", []string{"kill", "reset"}, harness.EnvCount(t, "CHAOS_FAST_CYCLES", 8))
 }
 
 // TestChaosFastPathServerSideReset resets only the server's side of the
@@ -136,7 +137,7 @@ func TestChaosFastPath(t *testing.T) {
 // failover at heartbeat speed.
 func TestChaosFastPathServerSideReset(t *testing.T) {
 	requireChaos(t)
-	runFastPath(t, "fast-path-server-side-reset", []string{"server-side-reset"}, envInt(t, "CHAOS_FAST_CYCLES", 8))
+	runFastPath(t, "fast-path-server-side-reset", []string{"server-side-reset"}, harness.EnvCount(t, "CHAOS_FAST_CYCLES", 8))
 }
 
 func runFastPath(t *testing.T, name string, kinds []string, n int) {

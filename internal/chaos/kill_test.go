@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edge-agent/edge-agent/internal/harness"
 )
 
 // persistedTerm reads the term an agent stored in its state directory (0 if
@@ -40,7 +42,7 @@ func (w *world) persistedTerm(id string) (uint64, error) {
 func TestChaosKillRestart(t *testing.T) {
 	requireChaos(t)
 	start := time.Now()
-	n := envInt(t, "CHAOS_KILLS", 15)
+	n := harness.EnvCount(t, "CHAOS_KILLS", 15)
 	w := newWorld(t, defaultTiming(t), worldOpts{})
 	tm := w.tm
 	var (

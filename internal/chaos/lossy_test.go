@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edge-agent/edge-agent/internal/harness"
 )
 
 // lossyTiming is what an operator would configure for a site whose links
@@ -33,7 +35,7 @@ import (
 func lossyTiming(t *testing.T) timing {
 	return timing{
 		H:      envDuration(t, "CHAOS_LOSSY_HEARTBEAT", 500*time.Millisecond),
-		K:      envInt(t, "CHAOS_LOSSY_MISSES", 20),
+		K:      harness.EnvCount(t, "CHAOS_LOSSY_MISSES", 20),
 		Answer: envDuration(t, "CHAOS_LOSSY_ANSWER", 4*time.Second),
 	}
 }

@@ -158,13 +158,13 @@ func (w *world) newPartition(r *rand.Rand, leader string) *partition {
 func TestChaosPartitions(t *testing.T) {
 	requireChaos(t)
 	start := time.Now()
-	cycles := envInt(t, "CHAOS_CYCLES", 20)
+	cycles := harness.EnvCount(t, "CHAOS_CYCLES", 20)
 	// Heals allowed to miss D + 1 s before the test fails: 0 in make chaos.
 	// A heal can depose the majority's leader (a member that was cut off
 	// returns with a higher term; there is no pre-vote), and a shared CI
 	// machine stalls processes for hundreds of milliseconds at times, so
 	// make chaos-short allows a few; every miss is listed either way.
-	allowedMisses := envInt(t, "CHAOS_RECOVERY_MISSES", 0)
+	allowedMisses := harness.EnvCount(t, "CHAOS_RECOVERY_MISSES", 0)
 	w := newWorld(t, defaultTiming(t), worldOpts{})
 	tm := w.tm
 	if _, err := w.agree(w.ids, "", 0, 30*time.Second); err != nil {

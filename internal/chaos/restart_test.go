@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/edge-agent/edge-agent/internal/harness"
 )
 
 // TestChaosServerRestart restarts nats-servers under connected agents,
@@ -18,7 +20,7 @@ import (
 func TestChaosServerRestart(t *testing.T) {
 	requireChaos(t)
 	start := time.Now()
-	n := envInt(t, "CHAOS_RESTARTS", 3)
+	n := harness.EnvCount(t, "CHAOS_RESTARTS", 3)
 	w := newWorld(t, defaultTiming(t), worldOpts{})
 	var recovery samples
 	which := map[string]int{}

@@ -28,7 +28,7 @@ import (
 func TestChaosSIGSTOP(t *testing.T) {
 	requireChaos(t)
 	start := time.Now()
-	k := envInt(t, "CHAOS_STOPS", 3)
+	k := harness.EnvCount(t, "CHAOS_STOPS", 3)
 	w := newWorld(t, defaultTiming(t), worldOpts{})
 	tm := w.tm
 	type freeze struct {

@@ -29,20 +29,6 @@ func requireChaos(t *testing.T) {
 	}
 }
 
-// envInt reads a count from the environment, or def.
-func envInt(t *testing.T, name string, def int) int {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		t.Fatalf("%s=%q: want a count", name, v)
-	}
-	return n
-}
-
 // envDuration reads a duration from the environment, or def.
 func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 	t.Helper()
@@ -130,7 +116,7 @@ func (tm timing) String() string {
 // (H=100ms, k=3), so that figures compare. CHAOS_HEARTBEAT and CHAOS_MISSES
 // override it.
 func defaultTiming(t *testing.T) timing {
-	return timing{H: envDuration(t, "CHAOS_HEARTBEAT", 100*time.Millisecond), K: envInt(t, "CHAOS_MISSES", 3)}
+	return timing{H: envDuration(t, "CHAOS_HEARTBEAT", 100*time.Millisecond), K: harness.EnvCount(t, "CHAOS_MISSES", 3)}
 }
 
 // world is one site under test: five agent processes gw1..gw5 (priorities

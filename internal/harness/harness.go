@@ -45,12 +45,12 @@ func BuildBinary(dir string) (string, error) {
 // StartNATS starts a real nats-server in this process on a free loopback
 // port.
 func StartNATS() (*server.Server, error) {
-	return startServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	return StartServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
 }
 
-// startServer runs a nats-server with opts in this process and waits until
+// StartServer runs a nats-server with opts in this process and waits until
 // it accepts clients.
-func startServer(opts *server.Options) (*server.Server, error) {
+func StartServer(opts *server.Options) (*server.Server, error) {
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ const (
 func StartNATSWithSystemAccount() (*server.Server, error) {
 	app := server.NewAccount("APP")
 	sys := server.NewAccount("SYS")
-	return startServer(&server.Options{
+	return StartServer(&server.Options{
 		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
 		Accounts:      []*server.Account{app, sys},
 		SystemAccount: "SYS",

@@ -257,3 +257,19 @@ func RequirePushgateway(t testing.TB) string {
 	}
 	return bin
 }
+
+// EnvCount reads a count (a non-negative integer) from the environment
+// variable name, or returns def when it is unset; anything else fails t.
+// Long fault tests take their counts this way (Makefile targets set them).
+func EnvCount(t testing.TB, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q: want a count", name, v)
+	}
+	return n
+}
