@@ -9,10 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edge-agent/edge-agent/agent/wire"
+	"github.com/edge-agent/edge-agent/agent/ratelimit"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -49,23 +48,6 @@ type Store interface {
 // Option configures an Agent.
 type Option func(*Agent) error
 
-// WithNATS makes the agent carry its election over nc (which the caller
-// keeps owning) and answer status and control requests on it.
-func WithNATS(nc *nats.Conn) Option {
-	return func(a *Agent) error {
-		if nc == nil {
-			return errors.New("agent: WithNATS: nil connection")
-		}
-		a.bus.nc = nc
-		return nil
-	}
-}
-
-// WithTransport carries the election over t instead of NATS (tests).
-func WithTransport(t Transport) Option {
-	return func(a *Agent) error { a.transport = t; return nil }
-}
-
 // WithStore replaces the state directory with s (tests).
 func WithStore(s Store) Option { return func(a *Agent) error { a.store = s; return nil } }
 
@@ -87,35 +69,26 @@ func WithVersion(v string) Option { return func(a *Agent) error { a.out.version 
 // Agent runs one member of an election group. Create it with New, then call
 // Run. Its query methods are safe for concurrent use.
 type Agent struct {
-	cfg       Config
-	log       *slog.Logger
-	m         *metrics
-	node      election.Node
-	store     Store
-	transport Transport
-	bus       natsBus // the NATS connections (bus_nats.go)
-	in        inputs  // what reaches the loop besides messages and ticks
-	lease     leaseView
-	core      loopState
-	status    statusSnapshot
-	out       outputs
-	work      leaderWork
-	fast      fastPath
+	cfg    Config
+	log    *slog.Logger
+	m      *metrics
+	node   election.Node
+	store  Store
+	in     inputs // where the loop's inputs come from
+	lease  leaseView
+	core   loopState
+	status statusSnapshot
+	out    outputs
+	work   leaderWork
+	fast   fastPath
 }
 
-// natsBus holds the agent's NATS connections, given by the options.
-type natsBus struct {
-	nc     *nats.Conn    // election and control traffic
-	sys    *nats.Conn    // the server's system account: disconnect advisories
-	pres   presence      // the presence connection (WithPresence)
-	signer *wire.Signing // with signing_seed: signs election and control messages
-}
-
-// inputs are the loop's inputs other than election messages and ticks.
+// inputs are where the loop's inputs come from: the bus (every external
+// input), the agent's own API (handovers) and the clock.
 type inputs struct {
-	reqs chan request    // handovers asked for (Resign, Transfer)
-	gone chan goneReport // members' connections or routes reported closed
-	disc chan struct{}   // this agent's own connection dropped
+	bus     Bus
+	factory BusFactory   // builds bus in New
+	reqs    chan request // handovers asked for (Resign, Transfer)
 }
 
 // leaseView is the lease and role, readable without the loop. Durations
@@ -137,9 +110,10 @@ type loopState struct {
 	role        election.Role
 	leader      string
 	lastHS      election.HardState
-	termJumpLog *limiter
+	termJumpLog *ratelimit.Limiter
 	startTerm   uint64 // the persisted term at start (MaxTermJump)
 	algGuard    *algorithmGuard
+	nonces      map[string]uint64 // signed handover requests of this term (freshRequest)
 }
 
 // statusSnapshot is the core's status as of the loop's last Ready.
@@ -171,12 +145,10 @@ type leaderWork struct {
 
 // fastPath is the fast failover's state (fastpath.go).
 type fastPath struct {
-	noFast      bool
-	routes      RouteWatcher
-	routed      map[string]bool   // servers routed to at the last check
-	serverNames map[string]string // server id -> name, of every server routed to so far
-	leaderConn  map[string]string // member -> bus connection its last heartbeat announced
-	fastAt      time.Duration     // when this agent last acted on a disconnect report
+	noFast     bool
+	routes     RouteWatcher      // given to the bus, which reports closed routes
+	leaderConn map[string]string // member -> bus connection its last heartbeat announced
+	fastAt     time.Duration     // when this agent last acted on a disconnect report
 }
 
 type request struct {
@@ -193,14 +165,15 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg,
 		log: slog.Default(),
-		in:  inputs{reqs: make(chan request), gone: make(chan goneReport, 64), disc: make(chan struct{}, 1)},
+		in:  inputs{reqs: make(chan request)},
 		core: loopState{
 			sentAt: map[uint64]time.Duration{},
 			// One warning about refused term jumps per minute (ten at once).
-			termJumpLog: newLimiter(1.0/60, 10, 1),
+			termJumpLog: ratelimit.NewLimiter(1.0/60, 10, 1),
+			nonces:      map[string]uint64{},
 		},
 		out:  outputs{ownReg: true},
-		fast: fastPath{noFast: cfg.DisableFastFailover, leaderConn: map[string]string{}, serverNames: map[string]string{}},
+		fast: fastPath{noFast: cfg.DisableFastFailover, leaderConn: map[string]string{}},
 	}
 	a.lease.start = time.Now()
 	a.lease.leaderID.Store("")
@@ -210,9 +183,6 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		}
 	}
 	a.log = a.log.With("id", cfg.ID, "group", cfg.Group)
-	if err := a.attachDuty(); err != nil {
-		return nil, err
-	}
 	if a.out.reg == nil {
 		a.out.reg = prometheus.NewRegistry()
 	}
@@ -237,6 +207,20 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	}
 	a.node = node
 	a.status.snapshot = a.node.Status()
+	if a.in.factory == nil {
+		a.in.factory = func(BusContext) (Bus, error) { return noBus{}, nil }
+	}
+	b, err := a.in.factory(BusContext{Config: a.cfg, Log: a.log, Routes: a.fast.routes, Fast: !a.fast.noFast})
+	if err != nil {
+		a.store.Close()
+		return nil, err
+	}
+	a.in.bus = b
+	if err := a.attachDuty(); err != nil {
+		_ = b.Close()
+		a.store.Close()
+		return nil, err
+	}
 	if cfg.IslandMode {
 		a.log.Warn("island mode (quorum: none): a network partition can elect two leaders")
 	}
@@ -301,7 +285,7 @@ func (a *Agent) IsLeader() bool {
 	}
 	// With the fast path on, the others may elect the moment the server
 	// reports this connection closed: stop acting as soon as it is down.
-	return a.fast.noFast || a.busUp()
+	return a.fast.noFast || a.in.bus.Up(a.lease.term.Load())
 }
 
 // LeaseRemaining is how long the lease still runs (0 if not leading).
@@ -331,7 +315,7 @@ func (a *Agent) Healthy() bool {
 // Ready reports whether the agent has joined its group: its loop runs, its
 // transport is connected and it knows a leader.
 func (a *Agent) Ready() bool {
-	return a.Healthy() && a.transport != nil && a.transport.Connected() && a.Leader() != ""
+	return a.Healthy() && a.in.bus.Connected() && a.Leader() != ""
 }
 
 // Resign makes the leader step down and hand over to the next member in rank.
@@ -373,11 +357,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer a.lease.running.Store(false)
 	defer a.store.Close()
-	closeBus, err := a.openBus()
+	inputs, err := a.in.bus.Open(BusHooks{
+		OnBad: a.m.badMessage, OnMessage: a.m.message, OnControl: a.m.control,
+		Status: a.Status, Watch: a.Watch,
+	})
 	if err != nil {
 		return err
 	}
-	defer closeBus()
+	defer a.in.bus.Close()
 	a.out.notify = newNotifier()
 	defer a.out.notify.close()
 	defer a.out.watchers.close()
@@ -385,17 +372,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent started", "algorithm", a.cfg.Algorithm, "members", len(a.cfg.Members),
 		"quorum", a.cfg.Quorum, "heartbeat", a.cfg.Heartbeat, "suspect_after", a.cfg.SuspectAfter(),
 		"lease", a.cfg.Lease, "term", a.core.lastHS.Term)
-	return a.loop(ctx)
+	return a.loop(ctx, inputs)
 }
 
-// loop is the election loop: it waits for an input (a message, a report, a
-// request) or for the core's next due tick, steps the core, and applies its
-// Ready (process), until ctx ends.
-func (a *Agent) loop(ctx context.Context) error {
+// loop is the election loop: it waits for an input (from the bus, or a
+// handover asked for through the API) or for the core's next deadline,
+// steps the core, and applies its Ready (process), until ctx ends.
+func (a *Agent) loop(ctx context.Context, inputs <-chan Input) error {
 	clock := newTickClock(a.mono(), a.cfg.Tick())
 	timer := time.NewTimer(a.cfg.Tick())
 	defer timer.Stop()
-	inbox := a.transport.Inbox()
 	a.lease.lastLoopRun.Store(int64(a.mono()))
 	for {
 		var err error
@@ -404,33 +390,17 @@ func (a *Agent) loop(ctx context.Context) error {
 			return a.shutdown()
 		case <-timer.C:
 			clock.catchUp(a.node, a.mono())
-			a.checkRoutes()
 			err = a.process()
-		case m, ok := <-inbox:
+		case in, ok := <-inputs:
 			if !ok {
-				return errors.New("agent: transport closed")
+				return errors.New("agent: bus closed")
 			}
 			clock.catchUp(a.node, a.mono())
-			if !a.step(m) {
-				continue
-			}
-			a.checkRoutes()
-			err = a.process()
-		case r := <-a.in.gone:
-			clock.catchUp(a.node, a.mono())
-			a.onGone(r)
-			err = a.process()
-		case <-a.in.disc:
-			clock.catchUp(a.node, a.mono())
-			a.onOwnDisconnect()
-			err = a.process()
+			err = a.onInput(in)
 		case r := <-a.in.reqs:
 			clock.catchUp(a.node, a.mono())
-			rerr := a.node.Resign(r.nominee)
-			err = a.process()
-			if err == nil {
-				a.flush()
-			}
+			var rerr error
+			rerr, err = a.handOver(r.nominee)
 			r.reply <- rerr
 		}
 		if err != nil {
@@ -439,6 +409,42 @@ func (a *Agent) loop(ctx context.Context) error {
 		}
 		a.sleepUntilDue(timer, clock)
 	}
+}
+
+// onInput applies one input of the bus: input -> Step -> Ready -> persist
+// -> send -> report.
+func (a *Agent) onInput(in Input) error {
+	switch in.Kind {
+	case InputMessage:
+		if !a.step(in.Msg) {
+			return nil
+		}
+	case InputMemberGone:
+		a.onMemberGone(in.Member, in.Conn)
+	case InputRoutesClosed:
+		a.onRoutesClosed(in.Closed, in.Routes)
+	case InputDisconnected:
+		a.onOwnDisconnect()
+	case InputControl:
+		if in.Control == nil {
+			return nil
+		}
+		return a.onControl(in.Control)
+	default:
+		return nil
+	}
+	return a.process()
+}
+
+// handOver makes the core hand leadership over to nominee ("": the next in
+// rank) and applies the result at once. herr is the core's answer (not
+// leading, no such member); err a failure to persist.
+func (a *Agent) handOver(nominee string) (herr, err error) {
+	herr = a.node.Resign(nominee)
+	if err = a.process(); err == nil {
+		a.flush()
+	}
+	return herr, err
 }
 
 // step gives m to the core, unless the agent refuses it first (a member
@@ -464,12 +470,11 @@ func (a *Agent) step(m election.Message) bool {
 	return true
 }
 
-// sleepUntilDue sets timer for the next moment the loop has work without a
-// message: the core's next due tick, the end of the wall-clock lease; and
-// at least every H, so that the watchdog sees a live loop. (In cluster mode
-// the route poller wakes the loop when a route goes.) An idle follower wakes for heartbeats only,
-// instead of every tick: on a gateway most of an idle agent's CPU was the
-// tick's wakeups.
+// sleepUntilDue sets timer for the next moment the loop has work without an
+// input: the core's next deadline, the end of the wall-clock lease; and at
+// least every H, so that the watchdog sees a live loop. An idle follower
+// wakes for heartbeats only, instead of every tick: on a gateway most of an
+// idle agent's CPU was the tick's wakeups.
 func (a *Agent) sleepUntilDue(timer *time.Timer, clock *tickClock) {
 	now := a.mono()
 	due := min(clock.at(a.node.NextTick()), now+a.cfg.Heartbeat)
@@ -477,15 +482,6 @@ func (a *Agent) sleepUntilDue(timer *time.Timer, clock *tickClock) {
 		due = min(due, time.Duration(a.lease.leaseEnd.Load()))
 	}
 	timer.Reset(max(due-now, 0)) // since Go 1.23 a Reset timer delivers no stale tick
-}
-
-// wakeOnDisconnect tells the loop that a connection it relies on dropped;
-// one wake-up pending is enough.
-func (a *Agent) wakeOnDisconnect() {
-	select {
-	case a.in.disc <- struct{}{}:
-	default:
-	}
 }
 
 // tickClock maps the monotonic clock to the core's ticks: tick n falls at
@@ -566,7 +562,7 @@ func (a *Agent) checkTerm(m election.Message) string {
 	if m.Term <= limit {
 		return ""
 	}
-	if a.core.termJumpLog.allow("term_jump", a.mono()) {
+	if a.core.termJumpLog.Allow("term_jump", a.mono()) {
 		a.log.Warn("refusing a term implausibly far above ours", "from", m.From, "type", m.Type.String(),
 			"term", m.Term, "own_term", a.lease.term.Load(), "allowed", limit)
 	}
@@ -603,11 +599,7 @@ func (a *Agent) shutdown() error {
 	return nil
 }
 
-func (a *Agent) flush() {
-	if a.bus.nc != nil {
-		_ = a.bus.nc.FlushTimeout(a.cfg.Heartbeat)
-	}
-}
+func (a *Agent) flush() { a.in.bus.Flush(a.cfg.Heartbeat) }
 
 // process applies the core's Ready: persist, then send, then report.
 func (a *Agent) process() error {
@@ -663,7 +655,7 @@ func (a *Agent) process() error {
 	a.reportLeader(rd)
 	a.m.quorumLive.Set(float64(st.Live))
 	boolGauge(a.m.quorumOK, st.Live >= st.Quorum)
-	boolGauge(a.m.natsConnected, a.transport.Connected())
+	boolGauge(a.m.natsConnected, a.in.bus.Connected())
 	boolGauge(a.m.isLeader, a.IsLeader())
 	return nil
 }
@@ -702,7 +694,7 @@ func (a *Agent) sendReady(rd election.Ready, withhold bool) {
 				a.core.sentAt[m.Seq] = sendAt
 			}
 		}
-		if err := a.transport.Send(m); err != nil {
+		if err := a.in.bus.Send(m); err != nil {
 			a.log.Debug("send failed", "type", m.Type, "err", err)
 		}
 	}
@@ -847,7 +839,7 @@ func (a *Agent) Status() StatusReport {
 		Quorum:           QuorumReport{Size: st.Quorum, Live: st.Live, OK: st.Live >= st.Quorum},
 		IslandMode:       a.cfg.IslandMode,
 		LeaseRemainingMS: a.LeaseRemaining().Milliseconds(),
-		NATSConnected:    a.transport != nil && a.transport.Connected(),
+		NATSConnected:    a.in.bus.Connected(),
 		Version:          a.out.version,
 		Time:             time.Now().UTC(),
 	}

@@ -1,35 +1,314 @@
 package agent
 
-import "github.com/edge-agent/edge-agent/election"
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
 
-// stampingTransport is the bus side of sending: it fills in the wire-only
-// fields of the core's messages, which the core knows nothing of, so that
-// the loop hands the core's Ready to the bus as it is. Algorithm names the
-// sender's algorithm on every message (the receivers refuse a member of
-// another algorithm, algorithmGuard); Conn, on a heartbeat, names the
-// connection the leader's members match disconnect reports with
-// (announceConn), when the fast path is on.
-type stampingTransport struct {
-	Transport
-	algorithm string
-	announce  func(term uint64) string // nil: announce no connection
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// Bus is the agent's one door to the outside: it sends the core's messages
+// and delivers every external input to the loop on one channel, in the
+// order it learned of them. Package bus has the NATS bus (the only owner of
+// the agent's NATS connections); WithTransport makes one of any Transport
+// (the in-memory network of the tests).
+//
+// A bus fills in the wire-only fields of what the loop sends (the sender's
+// algorithm, and on a leader's heartbeat the connection its members match
+// disconnect reports with), so the loop hands the core's Ready over as it
+// is.
+type Bus interface {
+	// Open starts the bus: from its return until Close, the agent's inputs
+	// arrive on the channel, which Close closes. h is what the bus reports
+	// to and asks of the agent.
+	Open(h BusHooks) (<-chan Input, error)
+	// Send stamps m and sends it to m.To, or to every other member when
+	// m.To is "". It never buffers for later delivery: a message that
+	// cannot go out now is lost, since a late election message is worse
+	// than a lost one.
+	Send(m election.Message) error
+	// Connected reports whether the bus can reach the others now.
+	Connected() bool
+	// Up reports whether the connections the members may act on, for this
+	// member as the leader of term, are up: a leader must not act while a
+	// report that its connection closed may be on its way to the others.
+	Up(term uint64) bool
+	// FastPath reports whether the bus reports members' closed
+	// connections or routes (the fast failover path), after which a
+	// successor may act a fence after this member's connection closed.
+	FastPath() bool
+	// Flush waits, at most timeout, until what was sent has left.
+	Flush(timeout time.Duration)
+	// Close stops delivery and releases what Open set up (not the
+	// connections the caller gave the bus).
+	Close() error
 }
 
-// Send stamps m and sends it.
-func (t stampingTransport) Send(m election.Message) error {
-	if m.Type == election.MsgHeartbeat && t.announce != nil {
-		m.Conn = t.announce(m.Term)
+// BusHooks is what a bus reports to, and asks of, the agent. Every func is
+// set by the agent; none may block.
+type BusHooks struct {
+	// OnBad counts an inbound message dropped for reason (see Transport).
+	OnBad func(reason string)
+	// OnMessage counts a message received ("in") or sent ("out").
+	OnMessage func(t election.MsgType, direction string)
+	// OnControl counts a control request refused by the bus, with its
+	// result (ControlUnsigned, ControlRateLimited, ...).
+	OnControl func(verb, result string)
+	// Status is the agent's status, for status requests: they are answered
+	// from the agent's snapshot, off the loop, so that a stuck loop can be
+	// seen.
+	Status func() StatusReport
+	// Watch streams the leader changes the bus publishes (see Agent.Watch).
+	Watch func() (<-chan LeaderChange, func())
+}
+
+// BusContext is what a bus is built from.
+type BusContext struct {
+	// Config is the agent's validated configuration.
+	Config Config
+	// Log is the agent's logger.
+	Log *slog.Logger
+	// Routes is the agent's embedded server (WithRouteWatch), or nil.
+	Routes RouteWatcher
+	// Fast tells whether the fast failover path is on: the bus then
+	// reports members' closed connections and routes, and announces this
+	// member's connection in its heartbeats.
+	Fast bool
+}
+
+// BusFactory builds the agent's bus once its configuration is validated.
+type BusFactory func(BusContext) (Bus, error)
+
+// WithBus makes the agent carry its election, its control requests and its
+// failure reports over the bus f builds (package bus: bus.WithNATS).
+func WithBus(f BusFactory) Option {
+	return func(a *Agent) error {
+		if f == nil {
+			return errors.New("agent: WithBus: nil factory")
+		}
+		a.in.factory = f
+		return nil
 	}
-	m.Algorithm = t.algorithm
-	return t.Transport.Send(m)
 }
 
-// stamped returns the agent's transport behind the stamping of wire-only
-// fields.
-func (a *Agent) stamped(t Transport) Transport {
-	s := stampingTransport{Transport: t, algorithm: a.cfg.Algorithm}
-	if !a.fast.noFast {
-		s.announce = a.announceConn
-	}
-	return s
+// WithTransport carries the election over t instead of NATS (tests).
+func WithTransport(t Transport) Option {
+	return WithBus(func(c BusContext) (Bus, error) { return newTransportBus(t, c), nil })
 }
+
+// InputKind names what an Input carries.
+type InputKind uint8
+
+// The kinds of input.
+const (
+	// InputMessage: an election message (Msg), decoded and checked.
+	InputMessage InputKind = iota + 1
+	// InputMemberGone: the bus connection Conn of member Member closed (a
+	// server advisory).
+	InputMemberGone
+	// InputRoutesClosed: routes of this agent's embedded server closed
+	// (Closed), Routes are left.
+	InputRoutesClosed
+	// InputDisconnected: a connection of this agent's own dropped.
+	InputDisconnected
+	// InputControl: a resign or transfer request (Control) that passed the
+	// bus's checks.
+	InputControl
+)
+
+// Input is one external input of the loop.
+type Input struct {
+	Kind    InputKind
+	Msg     election.Message
+	Member  string
+	Conn    string
+	Closed  []RoutedServer
+	Routes  int
+	Control *ControlInput
+}
+
+// RoutedServer is a server this agent's embedded server had a route to.
+type RoutedServer struct {
+	ID   string
+	Name string // "" when the server's name is not known
+}
+
+// ControlInput is a handover request for the loop. The bus has checked its
+// reply subject, size, signature (when the group signs) and rate.
+type ControlInput struct {
+	Verb   string // wire.VerbResign or wire.VerbTransfer
+	Signer string // "member ID" or "operator NAME"; "" when the group does not sign
+	Signed bool   // the group signs: the request must name this leadership
+	Data   []byte
+	// Reply answers the request (signed when the group signs). The loop
+	// calls it at most once; it must not block.
+	Reply func(payload []byte)
+}
+
+// Stamp fills in the wire-only fields of m, as every bus does before it
+// sends: the sender's algorithm (receivers refuse a member of another one)
+// and, on a heartbeat, the connection that announce (nil: none) names for
+// its term.
+func Stamp(m election.Message, algorithm string, announce func(term uint64) string) election.Message {
+	if m.Type == election.MsgHeartbeat && announce != nil {
+		m.Conn = announce(m.Term)
+	}
+	m.Algorithm = algorithm
+	return m
+}
+
+// Mailbox is a bus's one path to the loop: a bounded channel of inputs,
+// and a report of this agent's own disconnection that is never lost (it is
+// coalesced: one pending report is enough). It is safe for concurrent use.
+type Mailbox struct {
+	mu     sync.RWMutex
+	closed bool
+	ch     chan Input
+	disc   chan struct{}
+	done   chan struct{}
+	fwd    sync.WaitGroup
+}
+
+// NewMailbox returns a mailbox holding up to size inputs.
+func NewMailbox(size int) *Mailbox {
+	mb := &Mailbox{ch: make(chan Input, size), disc: make(chan struct{}, 1), done: make(chan struct{})}
+	mb.fwd.Add(1)
+	go mb.forward()
+	return mb
+}
+
+// C is the loop's end of the mailbox; Close closes it.
+func (mb *Mailbox) C() <-chan Input { return mb.ch }
+
+// Offer queues in without blocking; it reports false when the mailbox is
+// full or closed (the caller counts the drop).
+func (mb *Mailbox) Offer(in Input) bool {
+	mb.mu.RLock()
+	defer mb.mu.RUnlock()
+	if mb.closed {
+		return false
+	}
+	select {
+	case mb.ch <- in:
+		return true
+	default:
+		return false
+	}
+}
+
+// Disconnected reports that a connection of this agent's dropped. It never
+// blocks, and the report reaches the loop even when the mailbox is full.
+func (mb *Mailbox) Disconnected() {
+	select {
+	case mb.disc <- struct{}{}:
+	default:
+	}
+}
+
+func (mb *Mailbox) forward() {
+	defer mb.fwd.Done()
+	for {
+		select {
+		case <-mb.done:
+			return
+		case <-mb.disc:
+		}
+		select {
+		case mb.ch <- Input{Kind: InputDisconnected}:
+		case <-mb.done:
+			return
+		}
+	}
+}
+
+// Close stops the mailbox and closes C. Later offers are refused.
+func (mb *Mailbox) Close() {
+	mb.mu.Lock()
+	if mb.closed {
+		mb.mu.Unlock()
+		return
+	}
+	mb.closed = true
+	mb.mu.Unlock()
+	close(mb.done)
+	mb.fwd.Wait()
+	close(mb.ch)
+}
+
+// transportBus is the bus of a Transport: messages and (with a route
+// watcher) route closures, no control requests, no connection reports.
+type transportBus struct {
+	t       Transport
+	c       BusContext
+	mb      *Mailbox
+	stop    func()
+	wg      sync.WaitGroup
+	onBad   func(string)
+	onClose sync.Once
+}
+
+func newTransportBus(t Transport, c BusContext) *transportBus {
+	return &transportBus{t: t, c: c}
+}
+
+func (b *transportBus) Open(h BusHooks) (<-chan Input, error) {
+	if b.t == nil {
+		return nil, errors.New("agent: no transport")
+	}
+	b.mb = NewMailbox(MemInboxSize)
+	b.onBad = h.OnBad
+	b.stop = func() {}
+	if b.c.Fast && b.c.Routes != nil {
+		b.stop = WatchRoutes(b.c.Routes, b.c.Config.Heartbeat, b.mb, h.OnBad)
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		for m := range b.t.Inbox() {
+			if !b.mb.Offer(Input{Kind: InputMessage, Msg: m}) && b.onBad != nil {
+				b.onBad("inbox_full")
+			}
+		}
+	}()
+	return b.mb.C(), nil
+}
+
+func (b *transportBus) Send(m election.Message) error {
+	return b.t.Send(Stamp(m, b.c.Config.Algorithm, nil))
+}
+
+func (b *transportBus) Connected() bool     { return b.t.Connected() }
+func (b *transportBus) Up(uint64) bool      { return true }
+func (b *transportBus) FastPath() bool      { return b.c.Fast && b.c.Routes != nil }
+func (b *transportBus) Flush(time.Duration) {}
+
+func (b *transportBus) Close() error {
+	var err error
+	b.onClose.Do(func() {
+		if b.stop != nil {
+			b.stop()
+		}
+		err = b.t.Close()
+		b.wg.Wait()
+		if b.mb != nil {
+			b.mb.Close()
+		}
+	})
+	return err
+}
+
+// noBus is the bus of an agent built without one: it can be queried, but
+// Run fails at once.
+type noBus struct{}
+
+func (noBus) Open(BusHooks) (<-chan Input, error) {
+	return nil, errors.New("agent: no bus: use bus.WithNATS or WithTransport")
+}
+func (noBus) Send(election.Message) error { return errors.New("agent: no bus") }
+func (noBus) Connected() bool             { return false }
+func (noBus) Up(uint64) bool              { return false }
+func (noBus) FastPath() bool              { return false }
+func (noBus) Flush(time.Duration)         {}
+func (noBus) Close() error                { return nil }

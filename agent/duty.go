@@ -62,7 +62,7 @@ func (a *Agent) attachDuty() error {
 		ID: a.cfg.ID, Group: a.cfg.Group,
 		Timing:       a.cfg.DutyTiming(),
 		Lease:        dutyLease{a},
-		FastFailover: !a.fast.noFast && (a.bus.nc != nil || a.fast.routes != nil),
+		FastFailover: !a.fast.noFast && a.in.bus.FastPath(),
 		Log:          a.log,
 		// The metrics are made after the duty is checked.
 		Restarts: func() { a.m.dutyRestarts.Inc() },
@@ -99,7 +99,7 @@ func (l dutyLease) LeaseEnd() (time.Duration, bool) {
 }
 
 func (l dutyLease) IsLeader() bool  { return l.a.IsLeader() }
-func (l dutyLease) Connected() bool { return l.a.busUp() }
+func (l dutyLease) Connected() bool { return l.a.in.bus.Up(l.a.lease.term.Load()) }
 
 func (l dutyLease) Resign() error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.a.cfg.SuspectAfter()+l.a.work.releaseWait)

@@ -1,182 +1,11 @@
 package agent
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"log/slog"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/edge-agent/edge-agent/election"
 )
-
-func advisory(name, reason string) []byte {
-	return []byte(fmt.Sprintf(`{"type":"io.nats.server.advisory.v1.client_disconnect","server":{"id":"NSRV"},"client":{"id":7,"name":%q},"reason":%q}`, name, reason))
-}
-
-func TestParseAdvisoryActsOnlyOnTheClientsOwnClose(t *testing.T) {
-	r, ok := parseAdvisory(advisory("edge-agent/site/gw3", "Client Closed"), "site")
-	if !ok || r.id != "gw3" || r.conn != "NSRV/7" {
-		t.Fatalf("genuine close: %+v %v", r, ok)
-	}
-	for _, data := range [][]byte{
-		advisory("edge-agent/site/gw3", "Read Error"),       // a reset: the client may not know
-		advisory("edge-agent/site/gw3", "Stale Connection"), // the server gave up on it
-		advisory("edge-agent/site/gw3", "Slow Consumer (Write Deadline)"),
-		advisory("edge-agent/other/gw3", "Client Closed"), // another group
-		advisory("edge-agent/site/", "Client Closed"),     // no member
-		advisory("plc-poller", "Client Closed"),           // not an agent
-		[]byte(`{"type":"io.nats.server.advisory.v1.client_connect","client":{"id":7,"name":"edge-agent/site/gw3"},"server":{"id":"N"},"reason":"Client Closed"}`),
-		[]byte(`garbage`),
-	} {
-		if r, ok := parseAdvisory(data, "site"); ok {
-			t.Errorf("acted on %s: %+v", data, r)
-		}
-	}
-}
-
-func TestParseAdvisoryReadsThePresenceConnection(t *testing.T) {
-	r, ok := parseAdvisory(advisory(PresenceConnName("site", "gw3"), "Client Closed"), "site")
-	if !ok || r.id != "gw3" || r.conn != "NSRV/7" {
-		t.Fatalf("presence connection: %+v %v", r, ok)
-	}
-	// The system-account connection is no member's: it never matches a
-	// leader (ids have no '/').
-	if r, ok := parseAdvisory(advisory(ConnName("site", "gw3")+"/advisories", "Client Closed"), "site"); ok && election.ValidID(r.id) {
-		t.Fatalf("advisories connection read as member %q", r.id)
-	}
-}
-
-// startSysServer starts a nats-server whose clients land in APP without
-// credentials, with a system account reachable as sys/sys.
-func startSysServer(t *testing.T) *server.Server {
-	t.Helper()
-	app, sys := server.NewAccount("APP"), server.NewAccount("SYS")
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		Accounts: []*server.Account{app, sys}, SystemAccount: "SYS",
-		Users: []*server.User{
-			{Username: "app", Password: "app", Account: app},
-			{Username: "sys", Password: "sys", Account: sys},
-		},
-		NoAuthUser: "app",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	return s
-}
-
-// TestPresenceConnection: a leader with a presence connection announces it
-// in its heartbeats. When the presence connection closes while the process
-// lives, the leader stops acting at once and hands over. When the process
-// is gone (here: its election connection closed first, so it cannot hand
-// over), the members elect on the server's advisory about the presence
-// connection, without waiting for missed heartbeats.
-func TestPresenceConnection(t *testing.T) {
-	s := startSysServer(t)
-	connect := func(name string, opts ...nats.Option) *nats.Conn {
-		nc, err := nats.Connect(s.ClientURL(), append([]nats.Option{nats.Name(name)}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
-	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	agents := map[string]*Agent{}
-	elec, pres := map[string]*nats.Conn{}, map[string]*nats.Conn{}
-	for _, m := range members {
-		pres[m.ID] = connect(PresenceConnName("site", m.ID))
-		elec[m.ID] = connect(ConnName("site", m.ID), NATSOptions(ConnName("site", m.ID))...)
-		opts := []Option{
-			WithNATS(elec[m.ID]),
-			WithPresence(pres[m.ID]),
-			WithAdvisories(connect("sys", nats.UserInfo("sys", "sys"))),
-			WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-		}
-		// D = 1.5 s: a failover well under it can only come from the
-		// advisory (or a hand-over).
-		a, err := New(Config{ID: m.ID, Group: "site", Members: members, Heartbeat: 500 * time.Millisecond, StateDir: t.TempDir(), Preemption: PreemptNever}, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		agents[m.ID] = a
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = a.Run(ctx) }()
-	}
-	// leads waits until id leads, the others follow it, and its heartbeats
-	// have announced its presence connection to them.
-	leads := func(id string) {
-		t.Helper()
-		waitFor(t, 15*time.Second, id+" to lead", func() bool {
-			if !agents[id].IsLeader() {
-				return false
-			}
-			for other, a := range agents {
-				if other != id && a.Leader() != id {
-					return false
-				}
-			}
-			return true
-		})
-		want := connIdentity(pres[id])
-		waitFor(t, 5*time.Second, id+" to announce its presence connection", func() bool {
-			p := agents[id].bus.pres.announced.Load()
-			return p != nil && p.conn == want
-		})
-		// Two more heartbeats, so every follower has one that announces it.
-		for other, a := range agents {
-			if other == id {
-				continue
-			}
-			hb := a.m.messages.WithLabelValues(election.MsgHeartbeat.String(), "in")
-			seen := testutil.ToFloat64(hb)
-			waitFor(t, 5*time.Second, "two heartbeats at "+other, func() bool { return testutil.ToFloat64(hb) >= seen+2 })
-		}
-	}
-	leads("gw3")
-
-	// The process lives: the leader stops acting in the same step.
-	pres["gw3"].Close()
-	if agents["gw3"].IsLeader() {
-		t.Fatal("gw3 still acts as leader after its presence connection closed")
-	}
-	leads("gw2") // gw3 handed over; it can lead again without presence (it announces its election connection)
-
-	// The process is gone: no hand-over, only the server's advisory.
-	fast := func() float64 {
-		return testutil.ToFloat64(agents["gw1"].m.fastSuspicions) + testutil.ToFloat64(agents["gw3"].m.fastSuspicions)
-	}
-	before := fast()
-	elec["gw2"].Close()
-	if agents["gw2"].IsLeader() {
-		t.Fatal("gw2 still acts as leader after its election connection closed")
-	}
-	closed := time.Now()
-	pres["gw2"].Close()
-	waitFor(t, 5*time.Second, "gw3 to lead", func() bool { return agents["gw3"].IsLeader() && agents["gw1"].Leader() == "gw3" })
-	took := time.Since(closed)
-	if fast() == before {
-		t.Fatalf("no member acted on the advisory about gw2's presence connection (failover took %s)", took)
-	}
-	t.Logf("failover on the advisory in %s (D = 1.5 s)", took)
-}
 
 // countingRoutes is a RouteWatcher that also counts its routes, as the
 // embedded server does.
@@ -191,24 +20,81 @@ func (c *countingRoutes) NumRoutes() int { return len(c.RoutedServers()) }
 func TestRoutePollerWakesTheLoop(t *testing.T) { synctest.Test(t, testRoutePollerWakesTheLoop) }
 
 func testRoutePollerWakesTheLoop(t *testing.T) {
+	const h = 100 * time.Millisecond
 	routes := &countingRoutes{fakeRoutes{id: "S3", routed: map[string]bool{"S1": true, "S2": true}}}
-	a := &Agent{fast: fastPath{routes: routes}, in: inputs{gone: make(chan goneReport, 1)}}
-	stop := a.pollRoutes()
+	mb := NewMailbox(1)
+	defer mb.Close()
+	stop := WatchRoutes(routes, h, mb, nil)
 	defer stop()
 	routes.set(map[string]bool{"S1": true, "S2": true, "S4": true}) // grows
 	select {
-	case r := <-a.in.gone:
+	case r := <-mb.C():
 		t.Fatalf("reported %+v while no route closed", r)
-	case <-time.After(20 * routePoll(a.cfg.Heartbeat)):
+	case <-time.After(20 * routePoll(h)):
 	}
 	routes.set(map[string]bool{"S1": true})
+	start := time.Now()
 	select {
-	case r := <-a.in.gone:
-		if r.id != "" {
-			t.Fatalf("reported %+v, want a check of the routes", r)
+	case r := <-mb.C():
+		if r.Kind != InputRoutesClosed || len(r.Closed) != 2 || r.Routes != 1 {
+			t.Fatalf("reported %+v, want S2 and S4 closed, 1 route left", r)
+		}
+		if took := time.Since(start); took > routePoll(h) {
+			t.Fatalf("reported %s after the routes closed, want within one poll (%s)", took, routePoll(h))
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no report after routes closed")
+	}
+}
+
+// TestRoutePollerSeesASwap: a route that closed while another opened keeps
+// the number of routes; the poller still reports it within H.
+func TestRoutePollerSeesASwap(t *testing.T) { synctest.Test(t, testRoutePollerSeesASwap) }
+
+func testRoutePollerSeesASwap(t *testing.T) {
+	const h = 100 * time.Millisecond
+	routes := &countingRoutes{fakeRoutes{id: "S3", routed: map[string]bool{"S1": true, "S2": true}}}
+	mb := NewMailbox(4)
+	defer mb.Close()
+	stop := WatchRoutes(routes, h, mb, nil)
+	defer stop()
+	routes.set(map[string]bool{"S1": true, "S4": true})
+	start := time.Now()
+	r := <-mb.C()
+	if r.Kind != InputRoutesClosed || len(r.Closed) != 1 || r.Closed[0].ID != "S2" {
+		t.Fatalf("reported %+v, want S2 closed", r)
+	}
+	if took := time.Since(start); took > h+routePoll(h) {
+		t.Fatalf("the swap was reported after %s, want within H + one poll", took)
+	}
+}
+
+// TestRoutePollerReportsAgainWhenTheMailboxWasFull: a report the loop could
+// not take is not lost: it comes with the next poll that finds room.
+func TestRoutePollerReportsAgainWhenTheMailboxWasFull(t *testing.T) {
+	synctest.Test(t, testRoutePollerReportsAgainWhenTheMailboxWasFull)
+}
+
+func testRoutePollerReportsAgainWhenTheMailboxWasFull(t *testing.T) {
+	const h = 100 * time.Millisecond
+	routes := &countingRoutes{fakeRoutes{id: "S3", routed: map[string]bool{"S1": true, "S2": true}}}
+	mb := NewMailbox(1)
+	defer mb.Close()
+	if !mb.Offer(Input{Kind: InputMessage}) {
+		t.Fatal("an empty mailbox refused an input")
+	}
+	var dropped atomic.Int32
+	stop := WatchRoutes(routes, h, mb, func(string) { dropped.Add(1) })
+	defer stop()
+	routes.set(map[string]bool{"S1": true})
+	advance(3 * routePoll(h)) // three polls find the mailbox full
+	if dropped.Load() == 0 {
+		t.Fatal("a report that did not fit was not counted")
+	}
+	<-mb.C() // make room
+	r := <-mb.C()
+	if r.Kind != InputRoutesClosed || len(r.Closed) != 1 || r.Closed[0].ID != "S2" {
+		t.Fatalf("reported %+v, want S2 closed", r)
 	}
 }
 
@@ -223,4 +109,11 @@ func TestRoutePollFollowsH(t *testing.T) {
 			t.Errorf("routePoll(%s) = %s, want %s", h, got, want)
 		}
 	}
+}
+
+// advance moves the fake clock of the test's bubble (testing/synctest) on
+// by d, and waits until every goroutine of the bubble is blocked again.
+func advance(d time.Duration) {
+	<-time.After(d)
+	synctest.Wait()
 }

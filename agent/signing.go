@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -72,32 +71,6 @@ func NextEpoch(dir string) (uint64, error) {
 	return wire.NewEpoch(next), nil
 }
 
-// signing builds the agent's signer when the config asks for one, with a new
-// epoch for this run.
-func (a *Agent) signing() (*wire.Signing, error) {
-	if a.cfg.SigningSeedFile == "" {
-		return nil, nil
-	}
-	if a.bus.signer != nil {
-		return a.bus.signer, nil
-	}
-	seed, err := readSecretFile("signing_seed", a.cfg.SigningSeedFile)
-	if err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
-	}
-	epoch, err := NextEpoch(a.cfg.StateDir)
-	if err != nil {
-		return nil, err
-	}
-	s, err := wire.NewSigning(a.cfg.ID, bytes.TrimSpace(seed), a.cfg.MemberKeys, epoch)
-	if err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
-	}
-	a.log.Info("signing election messages", "epoch", fmt.Sprintf("%016x", epoch), "members", len(a.cfg.MemberKeys))
-	a.bus.signer = s
-	return s, nil
-}
-
 // CheckSecretFile reports a file holding a secret (a seed, a private key, a
 // creds file) that others may read or write: such a file is refused, naming
 // key, the setting that names it.
@@ -110,16 +83,4 @@ func CheckSecretFile(key, path string) error {
 		return fmt.Errorf("%s: %s is readable or writable by others (mode %04o): it holds a secret; chmod o-rwx %s", key, path, m, path)
 	}
 	return nil
-}
-
-// readSecretFile reads a secret file after CheckSecretFile.
-func readSecretFile(key, path string) ([]byte, error) {
-	if err := CheckSecretFile(key, path); err != nil {
-		return nil, err
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	return b, nil
 }

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/edge-agent/edge-agent/agent/wire"
 )
@@ -61,27 +60,5 @@ func TestSecretFileReadableByOthersIsRefused(t *testing.T) {
 	}
 	if err := CheckSecretFile("signing_seed", path); err != nil {
 		t.Fatalf("a group-readable seed (root:edge-agent 0640) refused: %v", err)
-	}
-}
-
-func TestTokenBuckets(t *testing.T) {
-	var b bucket
-	for i := 0; i < 5; i++ {
-		if !b.take(0, 1, 5) {
-			t.Fatalf("token %d of a burst of 5 refused", i)
-		}
-	}
-	if b.take(0, 1, 5) {
-		t.Fatal("a sixth token at once")
-	}
-	if !b.take(time.Second, 1, 5) || b.take(time.Second, 1, 5) {
-		t.Fatal("one token per second")
-	}
-	l := newLimiter(1, 1, 2)
-	if !l.allow("a", 0) || !l.allow("b", 0) || l.allow("a", 0) {
-		t.Fatal("per-key buckets")
-	}
-	if !l.allow("c", 0) || l.allow("d", 0) {
-		t.Fatal("keys beyond maxKeys share one bucket")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/bus"
 	"github.com/edge-agent/edge-agent/edge"
 )
 
@@ -28,6 +29,9 @@ func (l *loader) finish() (*Config, error) {
 		return nil, l.errorf("group", "the election group name is required")
 	}
 	if err := c.Agent.Validate(); err != nil {
+		return nil, l.keyedError(err)
+	}
+	if err := bus.CheckSigning(c.Agent); err != nil {
 		return nil, l.keyedError(err)
 	}
 	if len(c.NATSURLs) == 0 && !c.EmbeddedNATS {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/agent/wire"
+	"github.com/edge-agent/edge-agent/agent/wire/sign"
 	"github.com/edge-agent/edge-agent/config"
 	"github.com/edge-agent/edge-agent/edge"
 )
@@ -184,7 +185,7 @@ func (o *Options) connect() (*nats.Conn, error) {
 func (o *Options) request(verb, inbox string, body []byte) (*nats.Msg, error) {
 	m := &nats.Msg{Subject: wire.ControlSubject(o.prefix, o.group, verb), Reply: inbox, Data: body}
 	if o.signer != nil {
-		if err := wire.SignControl(o.signer, m, o.number()); err != nil {
+		if err := sign.SignControl(o.signer, m, o.number()); err != nil {
 			return nil, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/agent/wire"
+	"github.com/edge-agent/edge-agent/agent/wire/sign"
 )
 
 // verifier checks that answers come from the members they name.
@@ -31,7 +32,7 @@ func (v *verifier) check(m *nats.Msg, id string) (wire.Numbering, error) {
 	if !ok {
 		return wire.Numbering{}, fmt.Errorf("%q is not a member", id)
 	}
-	key, num, err := wire.VerifyControl(m)
+	key, num, err := sign.VerifyControl(m)
 	switch {
 	case err != nil:
 		return num, err

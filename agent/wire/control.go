@@ -2,15 +2,10 @@ package wire
 
 import (
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 )
 
 // Control messages (requests on the control subjects, the agents' replies
@@ -38,62 +33,6 @@ func ControlSignedBytes(subject, reply, key, num string, payload []byte) []byte 
 		b = append(b, '\n')
 	}
 	return append(b, payload...)
-}
-
-// Errors of VerifyControl.
-var (
-	ErrControlUnsigned     = errors.New("not signed")
-	ErrControlBadSignature = errors.New("bad signature")
-)
-
-// SignControl sets msg's control signature headers for signer kp and
-// numbering num ("" for none).
-func SignControl(kp nkeys.KeyPair, msg *nats.Msg, num string) error {
-	pub, err := kp.PublicKey()
-	if err != nil {
-		return err
-	}
-	sig, err := kp.Sign(ControlSignedBytes(msg.Subject, msg.Reply, pub, num, msg.Data))
-	if err != nil {
-		return err
-	}
-	if msg.Header == nil {
-		msg.Header = nats.Header{}
-	}
-	msg.Header.Set(SignatureHeader, base64.RawURLEncoding.EncodeToString(sig))
-	msg.Header.Set(KeyHeader, pub)
-	if num != "" {
-		msg.Header.Set(NumHeader, num)
-	}
-	return nil
-}
-
-// VerifyControl checks msg's control signature and returns the signer's
-// public key and the message's numbering. It does not say whether the key
-// is one the reader trusts: that is the caller's check.
-func VerifyControl(msg *nats.Msg) (key string, num Numbering, err error) {
-	if msg.Header == nil || msg.Header.Get(SignatureHeader) == "" {
-		return "", num, ErrControlUnsigned
-	}
-	key = msg.Header.Get(KeyHeader)
-	raw, derr := base64.RawURLEncoding.DecodeString(msg.Header.Get(SignatureHeader))
-	if derr != nil || len(raw) != 64 || !nkeys.IsValidPublicUserKey(key) {
-		return "", num, ErrControlBadSignature
-	}
-	kp, kerr := nkeys.FromPublicKey(key)
-	if kerr != nil {
-		return "", num, ErrControlBadSignature
-	}
-	n := msg.Header.Get(NumHeader)
-	if kp.Verify(ControlSignedBytes(msg.Subject, msg.Reply, key, n, msg.Data), raw) != nil {
-		return "", num, ErrControlBadSignature
-	}
-	if n != "" {
-		if num, err = ParseNumbering(n); err != nil {
-			return "", num, ErrControlBadSignature
-		}
-	}
-	return key, num, nil
 }
 
 // Numbering is a signed message's (epoch, counter).

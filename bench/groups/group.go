@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/bus"
 	"github.com/edge-agent/edge-agent/election"
 	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/poll"
@@ -57,12 +58,13 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // start launches member id: its own connection, its own state directory.
 func (g *group) start(id string) error {
-	nc, err := nats.Connect(g.url, agent.NATSOptions(agent.ConnName(g.name, id))...)
+	nc, err := nats.Connect(g.url, bus.NATSOptions(agent.ConnName(g.name, id))...)
 	if err != nil {
 		return fmt.Errorf("%s/%s: connect: %w", g.name, id, err)
 	}
 	m := &member{id: id, nc: nc, done: make(chan error, 1)}
-	opts := []agent.Option{agent.WithNATS(nc), agent.WithLogger(quiet)}
+	opts := []agent.Option{agent.WithLogger(quiet)}
+	var busOpts []bus.Option
 	if g.advisories != nil && g.advisories(id) {
 		m.sys, err = nats.Connect(g.url, nats.Name(agent.ConnName(g.name, id)+"/advisories"),
 			nats.UserInfo(harness.SystemUser, harness.SystemPassword))
@@ -70,8 +72,9 @@ func (g *group) start(id string) error {
 			nc.Close()
 			return fmt.Errorf("%s/%s: connect to the system account: %w", g.name, id, err)
 		}
-		opts = append(opts, agent.WithAdvisories(m.sys))
+		busOpts = append(busOpts, bus.Advisories(m.sys))
 	}
+	opts = append(opts, bus.WithNATS(nc, busOpts...))
 	cfg := agent.Config{
 		ID: id, Group: g.name, Members: g.members, Algorithm: g.algorithm,
 		Heartbeat: g.hb, HeartbeatMisses: 3, Preemption: agent.PreemptNever,

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/bus"
 	"github.com/edge-agent/edge-agent/edge"
 	"github.com/edge-agent/edge-agent/election"
 )
@@ -124,7 +125,7 @@ func startDemoGateway(c agent.Config, url string, sysUser edge.SystemUser, log *
 		g.closeConns()
 		return nil, err
 	}
-	a, err := agent.New(c, agent.WithNATS(g.nc), agent.WithAdvisories(g.sys), agent.WithPresence(g.pres),
+	a, err := agent.New(c, bus.WithNATS(g.nc, bus.Advisories(g.sys), bus.Presence(g.pres)),
 		agent.WithLogger(log), agent.WithVersion(version))
 	if err != nil {
 		g.closeConns()
@@ -225,10 +226,10 @@ func waitAgreement(gws map[string]*demoGateway, not string, after uint64, timeou
 // with system-account credentials.
 func (g *demoGateway) connect(url string, sys edge.SystemUser) error {
 	var err error
-	if g.nc, err = nats.Connect(url, agent.NATSOptions(agent.ConnName("demo", g.id))...); err != nil {
+	if g.nc, err = nats.Connect(url, bus.NATSOptions(agent.ConnName("demo", g.id))...); err != nil {
 		return err
 	}
-	if g.pres, err = nats.Connect(url, agent.NATSOptions(agent.PresenceConnName("demo", g.id))...); err != nil {
+	if g.pres, err = nats.Connect(url, bus.NATSOptions(agent.PresenceConnName("demo", g.id))...); err != nil {
 		return err
 	}
 	g.sys, err = nats.Connect(url, nats.Name(agent.ConnName("demo", g.id)+"/advisories"), nats.UserInfo(sys.User, sys.Password))

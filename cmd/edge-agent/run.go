@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/bus"
 	"github.com/edge-agent/edge-agent/config"
 	"github.com/edge-agent/edge-agent/edge"
 )
@@ -111,22 +112,24 @@ func agentOptions(rc *config.Config, log *slog.Logger, undo *cleanup) ([]agent.O
 	// The connection name lets members match the server's disconnect
 	// advisories to a member (fast failover).
 	name := agent.ConnName(rc.Agent.Group, rc.Agent.ID)
-	nc, err := nats.Connect(strings.Join(urls, ","), append(agent.NATSOptions(name), clientOpts...)...)
+	nc, err := nats.Connect(strings.Join(urls, ","), append(bus.NATSOptions(name), clientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS %s: %w", strings.Join(edge.RedactURLs(urls), ","), err)
 	}
 	undo.add(nc.Close)
-	opts := []agent.Option{agent.WithNATS(nc), agent.WithLogger(log), agent.WithVersion(version)}
+	opts := []agent.Option{agent.WithLogger(log), agent.WithVersion(version)}
 	if routeWatch != nil {
 		opts = append(opts, agent.WithRouteWatch(routeWatch))
 	}
+	var busOpts []bus.Option
 	if (rc.SystemUser != "" || rc.SystemCreds != "") && !rc.Agent.DisableFastFailover {
 		more, err := advisoryOptions(rc, urls, clientOpts, undo)
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, more...)
+		busOpts = more
 	}
+	opts = append(opts, bus.WithNATS(nc, busOpts...))
 	if rc.Journal != "" {
 		f, err := os.OpenFile(rc.Journal, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
@@ -142,7 +145,7 @@ func agentOptions(rc *config.Config, log *slog.Logger, undo *cleanup) ([]agent.O
 // deployment: one in the system account that reads the server's disconnect
 // advisories, and the presence connection that the leader's heartbeats
 // announce.
-func advisoryOptions(rc *config.Config, urls []string, clientOpts []nats.Option, undo *cleanup) ([]agent.Option, error) {
+func advisoryOptions(rc *config.Config, urls []string, clientOpts []nats.Option, undo *cleanup) ([]bus.Option, error) {
 	name := agent.ConnName(rc.Agent.Group, rc.Agent.ID)
 	sysOpts := []nats.Option{nats.Name(name + "/advisories"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(true)}
@@ -164,14 +167,14 @@ func advisoryOptions(rc *config.Config, urls []string, clientOpts []nats.Option,
 	undo.add(sys.Close)
 	// The presence connection, which the leader's heartbeats announce: it
 	// receives nothing, so a crash closes it with a FIN, never a reset
-	// (agent.WithPresence). Same server, account and options as the
+	// (bus.Presence). Same server, account and options as the
 	// election connection.
-	pres, err := nats.Connect(strings.Join(urls, ","), append(agent.NATSOptions(agent.PresenceConnName(rc.Agent.Group, rc.Agent.ID)), clientOpts...)...)
+	pres, err := nats.Connect(strings.Join(urls, ","), append(bus.NATSOptions(agent.PresenceConnName(rc.Agent.Group, rc.Agent.ID)), clientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS (presence connection): %w", err)
 	}
 	undo.add(pres.Close)
-	return []agent.Option{agent.WithAdvisories(sys), agent.WithPresence(pres)}, nil
+	return []bus.Option{bus.Advisories(sys), bus.Presence(pres)}, nil
 }
 
 // startEmbedded starts this gateway's nats-server, clustered and as a leaf

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/bus"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -47,14 +48,14 @@ func run(log *slog.Logger, id, group, memberList, url, stateDir string) error {
 	if stateDir == "" {
 		stateDir = fmt.Sprintf("%s/embed-%s-%s", os.TempDir(), group, id)
 	}
-	nc, err := nats.Connect(url, agent.NATSOptions("embed/"+id)...)
+	nc, err := nats.Connect(url, bus.NATSOptions("embed/"+id)...)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 
 	cfg := agent.Config{ID: id, Group: group, Members: members, Heartbeat: 200 * time.Millisecond, StateDir: stateDir}
-	a, err := agent.New(cfg, agent.WithNATS(nc), agent.WithLogger(log),
+	a, err := agent.New(cfg, bus.WithNATS(nc), agent.WithLogger(log),
 		agent.WithCallbacks(agent.Callbacks{
 			// The singleton work: it runs until ctx ends, which happens the
 			// moment leadership is lost, at the latest when the lease runs out.

@@ -1,4 +1,4 @@
-package agent
+package bus
 
 import (
 	"encoding/base64"
@@ -12,7 +12,10 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go"
 
+	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/ratelimit"
 	"github.com/edge-agent/edge-agent/agent/wire"
+	"github.com/edge-agent/edge-agent/agent/wire/sign"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -76,12 +79,16 @@ type NATSTransportConfig struct {
 	// Members are the ids of the group, at most wire.WireMaxMembers.
 	Members []string
 	// Hooks report traffic and drops.
-	Hooks Hooks
+	Hooks agent.Hooks
+	// Deliver, when set, takes every accepted message instead of Inbox (a
+	// bus hands them to its mailbox without another hop); it reports false
+	// when it could not take one (counted as inbox_full).
+	Deliver func(election.Message) bool
 	// InboxSize is the capacity of the inbox (DefaultInboxSize when 0).
 	InboxSize int
 	// Signing, when set, signs every outgoing message and accepts only
 	// messages signed by their sender's pinned key, never replayed.
-	Signing *wire.Signing
+	Signing *sign.Signing
 	// Heartbeat is the group's heartbeat period, which sets the rate of
 	// messages accepted from one sender (SenderRate); 0 means 1s.
 	Heartbeat time.Duration
@@ -114,8 +121,9 @@ type NATSTransport struct {
 	group   string
 	self    string
 	members map[string]bool
-	hooks   Hooks
-	signing *wire.Signing
+	hooks   agent.Hooks
+	deliver func(election.Message) bool
+	signing *sign.Signing
 
 	raw    chan *nats.Msg // filled by the NATS client
 	work   chan *nats.Msg // checked for size, subject and rate; waiting for decoding
@@ -124,7 +132,7 @@ type NATSTransport struct {
 	inbox  chan election.Message
 
 	// Only the admitting goroutine uses these.
-	rates     *limiter
+	rates     *ratelimit.Limiter
 	start     time.Time
 	rate      float64
 	burst     float64
@@ -158,7 +166,7 @@ func SenderRate(h time.Duration, members int) (rate, burst float64) {
 	return 20 / h.Seconds(), float64(64 + 4*members)
 }
 
-var _ Transport = (*NATSTransport)(nil)
+var _ agent.Transport = (*NATSTransport)(nil)
 
 // NewNATSTransport subscribes to c.Group's election subjects on nc and starts
 // delivering to Inbox. The caller keeps ownership of nc: Close does not close
@@ -167,7 +175,7 @@ var _ Transport = (*NATSTransport)(nil)
 // received.
 func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, error) {
 	if nc == nil {
-		return nil, errors.New("agent: nats transport: nil connection")
+		return nil, errors.New("bus: nats transport: nil connection")
 	}
 	members, err := c.check()
 	if err != nil {
@@ -188,6 +196,7 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		self:    c.Self,
 		members: members,
 		hooks:   c.Hooks,
+		deliver: c.Deliver,
 		signing: c.Signing,
 		// The raw queue absorbs bursts (the NATS client drops what does not
 		// fit, whoever sent it); its goroutine only sorts out what to keep,
@@ -197,7 +206,7 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		work:      make(chan *nats.Msg, max(c.InboxSize, 64)),
 		inbox:     make(chan election.Message, c.InboxSize),
 		done:      make(chan struct{}),
-		rates:     newLimiter(rate, burst, len(members)),
+		rates:     ratelimit.NewLimiter(rate, burst, len(members)),
 		start:     time.Now(),
 		rate:      rate,
 		burst:     burst,
@@ -207,7 +216,7 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		sub, err := nc.ChanSubscribe(subj, t.raw)
 		if err != nil {
 			t.unsubscribe()
-			return nil, fmt.Errorf("agent: nats transport: subscribe %s: %w", subj, err)
+			return nil, fmt.Errorf("bus: nats transport: subscribe %s: %w", subj, err)
 		}
 		t.subs = append(t.subs, sub)
 	}
@@ -221,7 +230,7 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 	go t.receive()
 	if t.signing != nil {
 		if nc.IsConnected() {
-			// Prove every member's epoch, and let them prove ours (wire.Signing).
+			// Prove every member's epoch, and let them prove ours (sign.Signing).
 			t.sendEpochMsg(wire.EpochMsg{Nonce: t.signing.ChallengeAll()})
 		}
 		t.wg.Add(1)
@@ -233,37 +242,37 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 // check fills c's defaults and checks it; it returns the members as a set.
 func (c *NATSTransportConfig) check() (map[string]bool, error) {
 	if c.Prefix == "" {
-		c.Prefix = DefaultSubjectPrefix
+		c.Prefix = agent.DefaultSubjectPrefix
 	}
 	for _, tok := range strings.Split(c.Prefix, ".") {
 		if tok == "" || strings.ContainsAny(tok, " \t\r\n*>") {
-			return nil, fmt.Errorf("agent: nats transport: %q is not a valid subject prefix", c.Prefix)
+			return nil, fmt.Errorf("bus: nats transport: %q is not a valid subject prefix", c.Prefix)
 		}
 	}
 	if !election.ValidID(c.Group) {
-		return nil, fmt.Errorf("agent: nats transport: %q is not a valid group name", c.Group)
+		return nil, fmt.Errorf("bus: nats transport: %q is not a valid group name", c.Group)
 	}
 	if len(c.Members) > wire.WireMaxMembers {
-		return nil, fmt.Errorf("agent: nats transport: %d members, the wire format carries at most %d", len(c.Members), wire.WireMaxMembers)
+		return nil, fmt.Errorf("bus: nats transport: %d members, the wire format carries at most %d", len(c.Members), wire.WireMaxMembers)
 	}
 	members := make(map[string]bool, len(c.Members))
 	for _, id := range c.Members {
 		if !election.ValidID(id) {
-			return nil, fmt.Errorf("agent: nats transport: member %q is not a valid id", id)
+			return nil, fmt.Errorf("bus: nats transport: member %q is not a valid id", id)
 		}
 		if members[id] {
-			return nil, fmt.Errorf("agent: nats transport: member %q listed twice", id)
+			return nil, fmt.Errorf("bus: nats transport: member %q listed twice", id)
 		}
 		members[id] = true
 	}
 	if !members[c.Self] {
-		return nil, fmt.Errorf("agent: nats transport: self %q is not a member", c.Self)
+		return nil, fmt.Errorf("bus: nats transport: self %q is not a member", c.Self)
 	}
 	if c.InboxSize == 0 {
 		c.InboxSize = DefaultInboxSize
 	}
 	if c.InboxSize < 0 {
-		return nil, fmt.Errorf("agent: nats transport: negative inbox size %d", c.InboxSize)
+		return nil, fmt.Errorf("bus: nats transport: negative inbox size %d", c.InboxSize)
 	}
 	return members, nil
 }
@@ -298,13 +307,13 @@ func (t *NATSTransport) challengeLoop(h time.Duration) {
 // Send publishes m on its broadcast or direct subject. m.From must be Self. It
 // checks m as a receiver would and refuses what receivers would drop. A
 // publish while the connection is down fails (there is no reconnect buffer).
-// Errors are prefixed "agent: send:" and wrap the cause.
+// Errors are prefixed "bus: send:" and wrap the cause.
 func (t *NATSTransport) Send(m election.Message) error {
 	if t.isClosed() {
-		return errors.New("agent: send: transport closed")
+		return errors.New("bus: send: transport closed")
 	}
 	if m.From != t.self {
-		return fmt.Errorf("agent: send: from %q is not this member %q", m.From, t.self)
+		return fmt.Errorf("bus: send: from %q is not this member %q", m.From, t.self)
 	}
 	var ep, n uint64
 	if t.signing != nil {
@@ -312,7 +321,7 @@ func (t *NATSTransport) Send(m election.Message) error {
 	}
 	data, err := wire.EncodeNumbered(t.group, m, ep, n)
 	if err != nil {
-		return fmt.Errorf("agent: send: %w", err)
+		return fmt.Errorf("bus: send: %w", err)
 	}
 	subj := wire.BroadcastSubject(t.prefix, t.group, m.From)
 	if m.To != "" {
@@ -320,18 +329,18 @@ func (t *NATSTransport) Send(m election.Message) error {
 	}
 	// What the receiver will check and Encode cannot: membership.
 	if err := wire.CheckOutbound(m, t.members); err != nil {
-		return fmt.Errorf("agent: send: %w", err)
+		return fmt.Errorf("bus: send: %w", err)
 	}
 	out := &nats.Msg{Subject: subj, Data: data}
 	if t.signing != nil {
 		sig, err := t.signing.Sign(subj, data)
 		if err != nil {
-			return fmt.Errorf("agent: send: sign: %w", err)
+			return fmt.Errorf("bus: send: sign: %w", err)
 		}
 		out.Header = nats.Header{wire.SignatureHeader: []string{sig}}
 	}
 	if err := t.nc.PublishMsg(out); err != nil {
-		return fmt.Errorf("agent: send: %s to %s: %w", m.Type, subj, err)
+		return fmt.Errorf("bus: send: %s to %s: %w", m.Type, subj, err)
 	}
 	if f := t.hooks.OnMessage; f != nil {
 		f(m.Type, "out")
@@ -382,7 +391,7 @@ func (t *NATSTransport) unsubscribe() error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("agent: nats transport: unsubscribe: %w", err)
+		return fmt.Errorf("bus: nats transport: unsubscribe: %w", err)
 	}
 	return nil
 }
@@ -431,7 +440,7 @@ func (t *NATSTransport) admit(msg *nats.Msg) {
 			return
 		}
 	}
-	if !t.rates.allow(from, time.Since(t.start)) {
+	if !t.rates.Allow(from, time.Since(t.start)) {
 		t.bad(wire.ReasonRateLimited)
 		return
 	}
@@ -540,17 +549,29 @@ func (t *NATSTransport) handle(msg *nats.Msg) {
 			return
 		}
 	}
-	select {
-	case t.inbox <- m:
-		if f := t.hooks.OnMessage; f != nil {
-			f(m.Type, "in")
-		}
-	default:
+	if !t.put(m) {
 		t.bad(wire.ReasonInboxFull)
+		return
+	}
+	if f := t.hooks.OnMessage; f != nil {
+		f(m.Type, "in")
 	}
 }
 
-// handleEpochMsg answers a challenge and takes a proof (see wire.Signing).
+// put hands m on (Deliver, or Inbox) without blocking.
+func (t *NATSTransport) put(m election.Message) bool {
+	if t.deliver != nil {
+		return t.deliver(m)
+	}
+	select {
+	case t.inbox <- m:
+		return true
+	default:
+		return false
+	}
+}
+
+// handleEpochMsg answers a challenge and takes a proof (see sign.Signing).
 func (t *NATSTransport) handleEpochMsg(e wire.EpochMsg) {
 	if t.signing == nil || e.From == t.self {
 		return // without signing there are no epochs to prove

@@ -1,75 +1,15 @@
-package wire
+package sign
 
 import (
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nkeys"
-)
 
-// SignatureHeader is the NATS header that carries a message's ed25519
-// signature (base64url, no padding) over its subject, a newline and its
-// payload.
-const SignatureHeader = "Edge-Sig"
-
-// Reasons for dropping inbound messages when signing is on.
-const (
-	ReasonUnsigned     = "unsigned"
-	ReasonBadSignature = "bad_signature"
-	ReasonReplayed     = "replayed"
-	// ReasonUnverified: a message numbered in an epoch of its sender that
-	// has not answered this agent's challenge (see Signing).
-	ReasonUnverified = "unverified"
-)
-
-// Freshness. A signed message is numbered (epoch, counter): the sender draws
-// a new epoch at every start and counts its messages within it. A receiver
-// accepts from each sender only one epoch at a time, and in it only counters
-// above the newest it accepted, so a captured message played back is refused.
-//
-// That alone does not survive restarts: a receiver that restarts has
-// forgotten which epochs it saw, and a sender whose state directory was lost
-// starts over from epoch 1. So an epoch is accepted only once its sender has
-// proved it live: the receiver sends the sender a challenge carrying a random
-// nonce, and the sender answers with a proof, signed and numbered in its
-// current epoch, that echoes the nonce. A message of an epoch that has not
-// been proved in this run is dropped (ReasonUnverified) and the sender is
-// challenged (at most every ChallengeInterval). Every agent challenges the
-// whole group when it starts, and every member answers and challenges back,
-// so both sides of a restart are proved within a round trip, long before a
-// restarted member may vote (it waits D first). A dead member cannot answer:
-// its captured messages are refused whenever they are played back, by
-// receivers that restarted since as much as by those that did not, and a
-// member that was flashed anew (epoch back to 1) is proved like any other
-// restart.
-//
-// Epochs of this numbering have their top bit set (NewStyleEpoch), then the
-// start counter kept in the state directory (31 bits, so that older agents,
-// which accept only growing epochs, keep accepting them), then 32 random
-// bits. An agent of an older build numbers with the start counter alone and
-// answers no challenge: its epochs are accepted as the older build did (the
-// newest epoch seen in this run, growing counters), until it has proved a
-// new-style epoch in this run, after which its older numbering is refused.
-
-// NewStyleEpoch marks an epoch whose sender answers challenges.
-const NewStyleEpoch = 1 << 63
-
-// MaxEpochCount is the largest start counter an epoch carries (see
-// NewEpoch).
-const MaxEpochCount = 1<<31 - 1
-
-// Challenge timing: a member is challenged at most every
-// ChallengeInterval and answers a member's challenges at most every
-// proofInterval; a challenge left unanswered for nonceLifetime is void.
-const (
-	ChallengeInterval = 100 * time.Millisecond
-	proofInterval     = 50 * time.Millisecond
-	nonceLifetime     = 5 * time.Second
+	"github.com/edge-agent/edge-agent/agent/wire"
 )
 
 // Signing signs a member's election messages with its nkey and checks those
@@ -175,15 +115,15 @@ func (s *Signing) signBytes(b []byte) (string, error) {
 // It returns the drop reason, or "" to accept.
 func (s *Signing) Verify(from, subject string, payload []byte, sig string) string {
 	if sig == "" {
-		return ReasonUnsigned
+		return wire.ReasonUnsigned
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(sig)
 	if err != nil || len(raw) != 64 {
-		return ReasonBadSignature
+		return wire.ReasonBadSignature
 	}
 	p, ok := s.peers[from]
 	if !ok || p.Verify(signedBytes(subject, payload), raw) != nil {
-		return ReasonBadSignature
+		return wire.ReasonBadSignature
 	}
 	return ""
 }
@@ -202,35 +142,35 @@ func (s *Signing) win(from string) *window {
 // be challenged now to prove its epoch.
 func (s *Signing) Admit(from string, ep, n uint64) (reason string, challenge bool) {
 	if ep == 0 || n == 0 {
-		return ReasonReplayed, false
+		return wire.ReasonReplayed, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := s.win(from)
-	if ep&NewStyleEpoch == 0 {
+	if ep&wire.NewStyleEpoch == 0 {
 		// An older build's numbering: the newest epoch seen, growing
 		// counters, as that build itself checks.
 		if w.proved || (w.active && (ep < w.epoch || (ep == w.epoch && n <= w.n))) {
-			return ReasonReplayed, false
+			return wire.ReasonReplayed, false
 		}
 		w.epoch, w.n, w.active = ep, n, true
 		return "", false
 	}
 	if w.active && ep == w.epoch {
 		if n <= w.n {
-			return ReasonReplayed, false
+			return wire.ReasonReplayed, false
 		}
 		w.n = n
 		return "", false
 	}
-	return ReasonUnverified, s.dueChallenge(w)
+	return wire.ReasonUnverified, s.dueChallenge(w)
 }
 
 // dueChallenge reports whether w's sender may be challenged now, and if so
 // notes the time.
 func (s *Signing) dueChallenge(w *window) bool {
 	now := s.now()
-	if w.challenged && now-w.lastChallenge < ChallengeInterval {
+	if w.challenged && now-w.lastChallenge < wire.ChallengeInterval {
 		return false
 	}
 	w.challenged, w.lastChallenge = true, now
@@ -240,7 +180,7 @@ func (s *Signing) dueChallenge(w *window) bool {
 // Challenge returns a new nonce to challenge member to with, remembered
 // until it is answered or void.
 func (s *Signing) Challenge(to string) uint64 {
-	v := randomNonce()
+	v := wire.RandomNonce()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.addNonce(s.win(to), v)
@@ -250,7 +190,7 @@ func (s *Signing) Challenge(to string) uint64 {
 // ChallengeAll returns one nonce to challenge every other member with (the
 // broadcast at start).
 func (s *Signing) ChallengeAll() uint64 {
-	v := randomNonce()
+	v := wire.RandomNonce()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id := range s.peers {
@@ -267,7 +207,7 @@ func (s *Signing) addNonce(w *window, v uint64) {
 	now := s.now()
 	keep := w.nonces[:0]
 	for _, n := range w.nonces {
-		if now-n.at < nonceLifetime {
+		if now-n.at < wire.NonceLifetime {
 			keep = append(keep, n)
 		}
 	}
@@ -281,15 +221,15 @@ func (s *Signing) addNonce(w *window, v uint64) {
 // echoing echo. A proof that answers a live challenge of ours makes ep the
 // accepted epoch of from; anything else is dropped with the reason returned.
 func (s *Signing) Proof(from string, ep, n, echo uint64) string {
-	if ep&NewStyleEpoch == 0 || n == 0 {
-		return ReasonReplayed
+	if ep&wire.NewStyleEpoch == 0 || n == 0 {
+		return wire.ReasonReplayed
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := s.win(from)
 	now := s.now()
 	for i, c := range w.nonces {
-		if c.v != echo || now-c.at >= nonceLifetime {
+		if c.v != echo || now-c.at >= wire.NonceLifetime {
 			continue
 		}
 		w.nonces = append(w.nonces[:i], w.nonces[i+1:]...)
@@ -301,7 +241,7 @@ func (s *Signing) Proof(from string, ep, n, echo uint64) string {
 		w.active, w.proved = true, true
 		return ""
 	}
-	return ReasonReplayed
+	return wire.ReasonReplayed
 }
 
 // Unproven returns the members (self excluded) whose current epoch has not
@@ -327,34 +267,15 @@ func (s *Signing) Unproven() []string {
 }
 
 // MayAnswer reports whether a challenge of member from may be answered now
-// (at most one proof every proofInterval), and if so notes the time.
+// (at most one proof every wire.ProofInterval), and if so notes the time.
 func (s *Signing) MayAnswer(from string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := s.win(from)
 	now := s.now()
-	if w.answered && now-w.lastProof < proofInterval {
+	if w.answered && now-w.lastProof < wire.ProofInterval {
 		return false
 	}
 	w.answered, w.lastProof = true, now
 	return true
-}
-
-func randomNonce() uint64 {
-	var b [8]byte
-	for {
-		if _, err := rand.Read(b[:]); err != nil {
-			panic("wire: crypto/rand: " + err.Error()) // the Go runtime never returns an error here
-		}
-		if v := binary.BigEndian.Uint64(b[:]); v != 0 {
-			return v
-		}
-	}
-}
-
-// NewEpoch returns the epoch of a run whose start counter (kept durably by
-// the caller, growing at every start) is count: NewStyleEpoch | count<<32 |
-// 32 random bits. count must be between 1 and MaxEpochCount.
-func NewEpoch(count uint64) uint64 {
-	return NewStyleEpoch | count<<32 | randomNonce()&0xffffffff
 }

@@ -1,4 +1,4 @@
-package agent_test
+package bus_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/agent/wire"
+	"github.com/edge-agent/edge-agent/bus"
 	"github.com/edge-agent/edge-agent/edge"
 	"github.com/edge-agent/edge-agent/election"
 )
@@ -96,7 +97,7 @@ func newSecureSite(t *testing.T) *secureSite {
 		}
 		kp := s.seeds[m.ID]
 		pub := keys[m.ID]
-		nc, err := nats.Connect(srv.ClientURL(), append(agent.NATSOptions(agent.ConnName(secGroup, m.ID)),
+		nc, err := nats.Connect(srv.ClientURL(), append(bus.NATSOptions(agent.ConnName(secGroup, m.ID)),
 			nats.Nkey(pub, kp.Sign))...)
 		if err != nil {
 			t.Fatal(err)
@@ -104,7 +105,7 @@ func newSecureSite(t *testing.T) *secureSite {
 		t.Cleanup(nc.Close)
 		a, err := agent.New(agent.Config{ID: m.ID, Group: secGroup, Members: members, Heartbeat: time.Second,
 			StateDir: filepath.Join(dir, m.ID), SigningSeedFile: seedFile, MemberKeys: keys},
-			agent.WithNATS(nc), agent.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			bus.WithNATS(nc), agent.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 		if err != nil {
 			t.Fatal(err)
 		}

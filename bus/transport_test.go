@@ -1,4 +1,4 @@
-package agent_test
+package bus_test
 
 import (
 	"errors"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/agent/wire"
+	"github.com/edge-agent/edge-agent/bus"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -94,14 +95,14 @@ func (h *hookLog) msgCount(t election.MsgType, dir string) int {
 var natsTestMembers = []string{"a", "b", "c"}
 
 // newNATSTestTransport joins member self of group g over its own connection.
-func newNATSTestTransport(t *testing.T, s *server.Server, self string, inbox int, opts ...nats.Option) (*agent.NATSTransport, *hookLog) {
+func newNATSTestTransport(t *testing.T, s *server.Server, self string, inbox int, opts ...nats.Option) (*bus.NATSTransport, *hookLog) {
 	t.Helper()
 	if opts == nil {
-		opts = agent.NATSOptions("test-" + self)
+		opts = bus.NATSOptions("test-" + self)
 	}
 	nc := connectNATSTest(t, s, opts...)
 	h := newHookLog()
-	tr, err := agent.NewNATSTransport(nc, agent.NATSTransportConfig{
+	tr, err := bus.NewNATSTransport(nc, bus.NATSTransportConfig{
 		Group: "g", Self: self, Members: natsTestMembers, Hooks: h.hooks(), InboxSize: inbox,
 		// These tests send bursts far above a member's rate; the rate
 		// limit has its own test.
@@ -323,8 +324,8 @@ func TestNATSTransportInboxFull(t *testing.T) {
 
 func TestNATSTransportClose(t *testing.T) {
 	s := startNATSTestServer(t)
-	nc := connectNATSTest(t, s, agent.NATSOptions("close")...)
-	b, err := agent.NewNATSTransport(nc, agent.NATSTransportConfig{Group: "g", Self: "b", Members: natsTestMembers})
+	nc := connectNATSTest(t, s, bus.NATSOptions("close")...)
+	b, err := bus.NewNATSTransport(nc, bus.NATSTransportConfig{Group: "g", Self: "b", Members: natsTestMembers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,9 +388,9 @@ func TestNATSTransportCloseWhileReceiving(t *testing.T) {
 
 func TestNATSTransportSendErrors(t *testing.T) {
 	s := startNATSTestServer(t)
-	nc := connectNATSTest(t, s, agent.NATSOptions("send")...)
+	nc := connectNATSTest(t, s, bus.NATSOptions("send")...)
 	h := newHookLog()
-	a, err := agent.NewNATSTransport(nc, agent.NATSTransportConfig{Group: "g", Self: "a", Members: natsTestMembers, Hooks: h.hooks()})
+	a, err := bus.NewNATSTransport(nc, bus.NATSTransportConfig{Group: "g", Self: "a", Members: natsTestMembers, Hooks: h.hooks()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,8 +407,8 @@ func TestNATSTransportSendErrors(t *testing.T) {
 		{"invalid type", election.Message{From: "a"}},
 	} {
 		err := a.Send(c.m)
-		if err == nil || !strings.HasPrefix(err.Error(), "agent: send: ") {
-			t.Errorf("%s: Send = %v, want an \"agent: send: \" error", c.name, err)
+		if err == nil || !strings.HasPrefix(err.Error(), "bus: send: ") {
+			t.Errorf("%s: Send = %v, want a \"bus: send: \" error", c.name, err)
 		}
 	}
 	if n := h.msgCount(election.MsgOK, "out"); n != 0 {
@@ -416,7 +417,7 @@ func TestNATSTransportSendErrors(t *testing.T) {
 
 	nc.Close()
 	err = a.Send(election.Message{Type: election.MsgElection, From: "a"})
-	if !errors.Is(err, nats.ErrConnectionClosed) || !strings.HasPrefix(err.Error(), "agent: send: ") {
+	if !errors.Is(err, nats.ErrConnectionClosed) || !strings.HasPrefix(err.Error(), "bus: send: ") {
 		t.Errorf("Send on a closed connection = %v, want a wrapped nats.ErrConnectionClosed", err)
 	}
 	if a.Connected() {
@@ -443,23 +444,23 @@ func TestNATSTransportNoLateDelivery(t *testing.T) {
 func TestNewNATSTransportRejectsBadConfig(t *testing.T) {
 	s := startNATSTestServer(t)
 	nc := connectNATSTest(t, s)
-	if _, err := agent.NewNATSTransport(nil, agent.NATSTransportConfig{Group: "g", Self: "a", Members: []string{"a"}}); err == nil {
+	if _, err := bus.NewNATSTransport(nil, bus.NATSTransportConfig{Group: "g", Self: "a", Members: []string{"a"}}); err == nil {
 		t.Error("nil connection accepted")
 	}
 	for _, c := range []struct {
 		name string
-		cfg  agent.NATSTransportConfig
+		cfg  bus.NATSTransportConfig
 	}{
-		{"bad prefix", agent.NATSTransportConfig{Prefix: "a.*", Group: "g", Self: "a", Members: []string{"a"}}},
-		{"empty prefix token", agent.NATSTransportConfig{Prefix: "a..b", Group: "g", Self: "a", Members: []string{"a"}}},
-		{"bad group", agent.NATSTransportConfig{Group: "g.h", Self: "a", Members: []string{"a"}}},
-		{"self not a member", agent.NATSTransportConfig{Group: "g", Self: "x", Members: []string{"a"}}},
-		{"member twice", agent.NATSTransportConfig{Group: "g", Self: "a", Members: []string{"a", "a"}}},
-		{"invalid member", agent.NATSTransportConfig{Group: "g", Self: "a", Members: []string{"a", "b>"}}},
-		{"too many members", agent.NATSTransportConfig{Group: "g", Self: wireIDs(1)[0], Members: wireIDs(wire.WireMaxMembers + 1)}},
-		{"negative inbox", agent.NATSTransportConfig{Group: "g", Self: "a", Members: []string{"a"}, InboxSize: -1}},
+		{"bad prefix", bus.NATSTransportConfig{Prefix: "a.*", Group: "g", Self: "a", Members: []string{"a"}}},
+		{"empty prefix token", bus.NATSTransportConfig{Prefix: "a..b", Group: "g", Self: "a", Members: []string{"a"}}},
+		{"bad group", bus.NATSTransportConfig{Group: "g.h", Self: "a", Members: []string{"a"}}},
+		{"self not a member", bus.NATSTransportConfig{Group: "g", Self: "x", Members: []string{"a"}}},
+		{"member twice", bus.NATSTransportConfig{Group: "g", Self: "a", Members: []string{"a", "a"}}},
+		{"invalid member", bus.NATSTransportConfig{Group: "g", Self: "a", Members: []string{"a", "b>"}}},
+		{"too many members", bus.NATSTransportConfig{Group: "g", Self: wireIDs(1)[0], Members: wireIDs(wire.WireMaxMembers + 1)}},
+		{"negative inbox", bus.NATSTransportConfig{Group: "g", Self: "a", Members: []string{"a"}, InboxSize: -1}},
 	} {
-		if tr, err := agent.NewNATSTransport(nc, c.cfg); err == nil {
+		if tr, err := bus.NewNATSTransport(nc, c.cfg); err == nil {
 			tr.Close()
 			t.Errorf("%s: accepted", c.name)
 		}
@@ -471,7 +472,7 @@ func TestNewNATSTransportRejectsBadConfig(t *testing.T) {
 
 func TestNATSOptions(t *testing.T) {
 	o := nats.GetDefaultOptions()
-	for _, opt := range agent.NATSOptions("gw1") {
+	for _, opt := range bus.NATSOptions("gw1") {
 		if err := opt(&o); err != nil {
 			t.Fatal(err)
 		}

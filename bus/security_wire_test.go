@@ -1,4 +1,4 @@
-package agent_test
+package bus_test
 
 import (
 	"bytes"
@@ -14,12 +14,14 @@ import (
 
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/agent/wire"
+	"github.com/edge-agent/edge-agent/agent/wire/sign"
+	"github.com/edge-agent/edge-agent/bus"
 	"github.com/edge-agent/edge-agent/election"
 )
 
 // signedTransports builds signing NATS transports for members a, b and c
 // on server s, the way an agent does (a new epoch from a state directory).
-func signedTransports(t *testing.T, cfg func(*agent.NATSTransportConfig)) (*server.Server, map[string]*agent.NATSTransport, map[string]*hookLog) {
+func signedTransports(t *testing.T, cfg func(*bus.NATSTransportConfig)) (*server.Server, map[string]*bus.NATSTransport, map[string]*hookLog) {
 	t.Helper()
 	s := startNATSTestServer(t)
 	keys, seeds := map[string]string{}, map[string][]byte{}
@@ -31,22 +33,22 @@ func signedTransports(t *testing.T, cfg func(*agent.NATSTransportConfig)) (*serv
 		keys[id], _ = kp.PublicKey()
 		seeds[id], _ = kp.Seed()
 	}
-	trs, logs := map[string]*agent.NATSTransport{}, map[string]*hookLog{}
+	trs, logs := map[string]*bus.NATSTransport{}, map[string]*hookLog{}
 	for _, id := range natsTestMembers {
 		ep, err := agent.NextEpoch(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
-		sg, err := wire.NewSigning(id, seeds[id], keys, ep)
+		sg, err := sign.NewSigning(id, seeds[id], keys, ep)
 		if err != nil {
 			t.Fatal(err)
 		}
 		h := newHookLog()
-		c := agent.NATSTransportConfig{Group: "g", Self: id, Members: natsTestMembers, Hooks: h.hooks(), Signing: sg, Heartbeat: 100 * time.Millisecond}
+		c := bus.NATSTransportConfig{Group: "g", Self: id, Members: natsTestMembers, Hooks: h.hooks(), Signing: sg, Heartbeat: 100 * time.Millisecond}
 		if cfg != nil {
 			cfg(&c)
 		}
-		tr, err := agent.NewNATSTransport(connectNATSTest(t, s, agent.NATSOptions("test-"+id)...), c)
+		tr, err := bus.NewNATSTransport(connectNATSTest(t, s, bus.NATSOptions("test-"+id)...), c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +87,7 @@ func TestSignedTransportsProveEachOther(t *testing.T) {
 // dropped (oversize) before its signature is checked, and a sender over its
 // rate loses its own messages, not the others'.
 func TestOversizeIsDroppedBeforeTheSignature(t *testing.T) {
-	s, _, logs := signedTransports(t, func(c *agent.NATSTransportConfig) { c.SenderRate, c.SenderBurst = 1, 5 })
+	s, _, logs := signedTransports(t, func(c *bus.NATSTransportConfig) { c.SenderRate, c.SenderBurst = 1, 5 })
 	// A client publishes on a's subjects directly: 1 MB with a signature
 	// header, then 50 small garbage-signed messages.
 	raw := connectNATSTest(t, s)
@@ -148,14 +150,14 @@ func TestControlSignature(t *testing.T) {
 	pub, _ := kp.PublicKey()
 	msg := func() *nats.Msg {
 		m := &nats.Msg{Subject: "edge.election.g.ctl.resign", Reply: "_INBOX.x", Data: []byte(`{"leader":"gw3","term":7,"nonce":"n"}`)}
-		if err := wire.SignControl(kp, m, wire.Numbering{Epoch: 5, N: 2}.String()); err != nil {
+		if err := sign.SignControl(kp, m, wire.Numbering{Epoch: 5, N: 2}.String()); err != nil {
 			t.Fatal(err)
 		}
 		return m
 	}
-	key, num, err := wire.VerifyControl(msg())
+	key, num, err := sign.VerifyControl(msg())
 	if err != nil || key != pub || num != (wire.Numbering{Epoch: 5, N: 2}) {
-		t.Fatalf("wire.VerifyControl = %s %v %v", key, num, err)
+		t.Fatalf("sign.VerifyControl = %s %v %v", key, num, err)
 	}
 	for name, tamper := range map[string]func(*nats.Msg){
 		"subject": func(m *nats.Msg) { m.Subject = "edge.election.g.ctl.transfer" },
@@ -170,11 +172,11 @@ func TestControlSignature(t *testing.T) {
 	} {
 		m := msg()
 		tamper(m)
-		if _, _, err := wire.VerifyControl(m); !errors.Is(err, wire.ErrControlBadSignature) {
+		if _, _, err := sign.VerifyControl(m); !errors.Is(err, sign.ErrControlBadSignature) {
 			t.Errorf("%s changed: %v, want a bad signature", name, err)
 		}
 	}
-	if _, _, err := wire.VerifyControl(&nats.Msg{Subject: "s"}); !errors.Is(err, wire.ErrControlUnsigned) {
+	if _, _, err := sign.VerifyControl(&nats.Msg{Subject: "s"}); !errors.Is(err, sign.ErrControlUnsigned) {
 		t.Errorf("unsigned: %v", err)
 	}
 }

@@ -1,0 +1,258 @@
+package bus
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire/sign"
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// Bus is the NATS bus of one agent (agent.Bus): the only owner of its NATS
+// connections. It carries the election over the election connection,
+// answers and forwards control requests on it, publishes leader changes,
+// and reports to the agent's loop, on one path (agent.Mailbox), every input
+// it learns of: election messages, members' closed connections (the
+// server's disconnect advisories, on the system-account connection),
+// closed routes of the agent's embedded server, and drops of the agent's
+// own connections. The caller keeps owning the connections: Close does not
+// close them.
+type Bus struct {
+	c      agent.BusContext
+	nc     *nats.Conn    // election and control traffic
+	sys    *nats.Conn    // the server's system account: disconnect advisories
+	pres   presence      // the presence connection (Presence)
+	signer *sign.Signing // with signing_seed: signs election and control messages
+
+	mu   sync.Mutex // guards t, mb, undo, closed
+	t    *NATSTransport
+	mb   *agent.Mailbox
+	undo undoStack
+
+	closed bool
+}
+
+var _ agent.Bus = (*Bus)(nil)
+
+// Option configures a Bus.
+type Option func(*Bus) error
+
+// WithNATS makes the agent's bus a NATS bus over nc, the agent's election
+// connection (see NATSOptions), with opts.
+func WithNATS(nc *nats.Conn, opts ...Option) agent.Option {
+	return agent.WithBus(func(c agent.BusContext) (agent.Bus, error) { return New(nc, c, opts...) })
+}
+
+// New builds the NATS bus of the agent c describes over nc. With signing
+// configured it checks the keys and draws this run's epoch (NextEpoch).
+func New(nc *nats.Conn, c agent.BusContext, opts ...Option) (*Bus, error) {
+	if nc == nil {
+		return nil, errors.New("bus: nil connection")
+	}
+	if c.Log == nil {
+		return nil, errors.New("bus: no logger")
+	}
+	b := &Bus{c: c, nc: nc}
+	for _, o := range opts {
+		if err := o(b); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.signing(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// signing builds the bus's signer when the config asks for one, with a new
+// epoch for this run.
+func (b *Bus) signing() error {
+	cfg := b.c.Config
+	if cfg.SigningSeedFile == "" {
+		return nil
+	}
+	if err := CheckSigning(cfg); err != nil {
+		return fmt.Errorf("agent: config: %w", err)
+	}
+	seed, err := os.ReadFile(cfg.SigningSeedFile)
+	if err != nil {
+		return fmt.Errorf("bus: signing_seed: %w", err)
+	}
+	epoch, err := agent.NextEpoch(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	s, err := sign.NewSigning(cfg.ID, bytes.TrimSpace(seed), cfg.MemberKeys, epoch)
+	if err != nil {
+		return fmt.Errorf("bus: %w", err)
+	}
+	b.c.Log.Info("signing election messages", "epoch", fmt.Sprintf("%016x", epoch), "members", len(cfg.MemberKeys))
+	b.signer = s
+	return nil
+}
+
+// Open implements agent.Bus: it subscribes to the election and control
+// subjects, and, with the fast path on, watches the presence connection,
+// the disconnect advisories and the routes.
+func (b *Bus) Open(h agent.BusHooks) (ch <-chan agent.Input, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mb != nil || b.closed {
+		return nil, errors.New("bus: opened twice")
+	}
+	mb := agent.NewMailbox(DefaultInboxSize)
+	var u undoStack
+	defer func() {
+		if err != nil {
+			u.run()
+			mb.Close()
+		}
+	}()
+	t, err := b.transport(h, mb)
+	if err != nil {
+		return nil, err
+	}
+	u.push(func() { _ = t.Close() })
+	stop, err := b.serveControl(h, mb)
+	if err != nil {
+		return nil, err
+	}
+	u.push(stop)
+	u.push(b.watchConnection(mb))
+	if b.c.Fast {
+		u.push(b.watchPresence(mb))
+		if b.sys != nil {
+			stop, err := b.subscribeAdvisories(h, mb)
+			if err != nil {
+				return nil, err
+			}
+			u.push(stop)
+		}
+		if b.c.Routes != nil {
+			u.push(agent.WatchRoutes(b.c.Routes, b.c.Config.Heartbeat, mb, h.OnBad))
+		}
+	}
+	b.t, b.mb, b.undo = t, mb, u
+	return mb.C(), nil
+}
+
+// transport builds the election transport, delivering to mb.
+func (b *Bus) transport(h agent.BusHooks, mb *agent.Mailbox) (*NATSTransport, error) {
+	cfg := b.c.Config
+	members := make([]string, len(cfg.Members))
+	for i, m := range cfg.Members {
+		members[i] = m.ID
+	}
+	return NewNATSTransport(b.nc, NATSTransportConfig{
+		Prefix: cfg.SubjectPrefix, Group: cfg.Group, Self: cfg.ID, Members: members,
+		Hooks:     agent.Hooks{OnBad: h.OnBad, OnMessage: h.OnMessage},
+		Signing:   b.signer,
+		Heartbeat: cfg.Heartbeat,
+		Deliver: func(m election.Message) bool {
+			return mb.Offer(agent.Input{Kind: agent.InputMessage, Msg: m})
+		},
+	})
+}
+
+// Send implements agent.Bus.
+func (b *Bus) Send(m election.Message) error {
+	b.mu.Lock()
+	t := b.t
+	b.mu.Unlock()
+	if t == nil {
+		return errors.New("bus: send: not open")
+	}
+	var announce func(uint64) string
+	if b.c.Fast {
+		announce = b.announceConn
+	}
+	return t.Send(agent.Stamp(m, b.c.Config.Algorithm, announce))
+}
+
+// Connected implements agent.Bus: the election connection is up (and the
+// bus open).
+func (b *Bus) Connected() bool {
+	b.mu.Lock()
+	t := b.t
+	b.mu.Unlock()
+	return t != nil && t.Connected()
+}
+
+// FastPath implements agent.Bus.
+func (b *Bus) FastPath() bool { return b.c.Fast }
+
+// Flush implements agent.Bus.
+func (b *Bus) Flush(timeout time.Duration) { _ = b.nc.FlushTimeout(timeout) }
+
+// Close implements agent.Bus: it undoes Open, in reverse order, and closes
+// the mailbox.
+func (b *Bus) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	u, mb := b.undo, b.mb
+	b.mu.Unlock()
+	u.run()
+	if mb != nil {
+		mb.Close()
+	}
+	return nil
+}
+
+// undoStack collects what Open must undo, in reverse order.
+type undoStack []func()
+
+func (u *undoStack) push(f func()) { *u = append(*u, f) }
+
+func (u undoStack) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
+}
+
+// watchConnection makes a drop of the election connection reach the loop,
+// and logs its reconnections and asynchronous errors. It returns the undo.
+func (b *Bus) watchConnection(mb *agent.Mailbox) func() {
+	log := b.c.Log
+	prevDisc, prevRecon := b.nc.DisconnectErrHandler(), b.nc.ReconnectHandler()
+	b.nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
+		mb.Disconnected()
+		log.Warn("NATS disconnected", "err", err)
+		if prevDisc != nil {
+			prevDisc(c, err)
+		}
+	})
+	b.nc.SetReconnectHandler(func(c *nats.Conn) {
+		log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted())
+		if prevRecon != nil {
+			prevRecon(c)
+		}
+	})
+	// Asynchronous errors (a permissions violation, a slow consumer) go to
+	// the log, not to stderr line by line as nats.go would: others can
+	// provoke them at will, and the log handler can rate-limit them
+	// (edge.LimitedHandler does in the binary).
+	prevErr := b.nc.ErrorHandler()
+	b.nc.SetErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		if sub != nil {
+			log.Warn("NATS error", "subject", sub.Subject, "err", err)
+		} else {
+			log.Warn("NATS error", "err", err)
+		}
+	})
+	return func() {
+		b.nc.SetErrorHandler(prevErr)
+		b.nc.SetReconnectHandler(prevRecon)
+		b.nc.SetDisconnectErrHandler(prevDisc)
+	}
+}
