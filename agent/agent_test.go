@@ -27,6 +27,12 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	poll.Until(t, d, what, cond)
 }
 
+// stall lets d pass on the fake clock of the test's bubble
+// (testing/synctest): every test of this package that runs agents runs in
+// one, so time moves on only once every goroutine of the bubble is blocked,
+// and nothing here waits in real time.
+func stall(d time.Duration) { <-time.After(d) }
+
 type recorder struct {
 	mu     sync.Mutex
 	events []string
@@ -378,7 +384,7 @@ func testAgentLeaderStepsDownWhenRoutesToQuorumClose(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "gw3 to lead", func() bool { return agents["gw3"].IsLeader() && agents["gw1"].Leader() == "gw3" })
 	routes.set(map[string]bool{"S1": true}) // one route left: 2 of 3 still reachable
-	time.Sleep(100 * time.Millisecond)      // two heartbeats: it must keep leading
+	stall(100 * time.Millisecond)           // two heartbeats: it must keep leading
 	if !agents["gw3"].IsLeader() {
 		t.Fatal("gw3 stepped down with a quorum still routed")
 	}

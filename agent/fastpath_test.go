@@ -87,7 +87,8 @@ func testRoutePollerReportsAgainWhenTheMailboxWasFull(t *testing.T) {
 	stop := WatchRoutes(routes, h, mb, func(string) { dropped.Add(1) })
 	defer stop()
 	routes.set(map[string]bool{"S1": true})
-	advance(3 * routePoll(h)) // three polls find the mailbox full
+	stall(3 * routePoll(h)) // three polls find the mailbox full
+	synctest.Wait()
 	if dropped.Load() == 0 {
 		t.Fatal("a report that did not fit was not counted")
 	}
@@ -109,11 +110,4 @@ func TestRoutePollFollowsH(t *testing.T) {
 			t.Errorf("routePoll(%s) = %s, want %s", h, got, want)
 		}
 	}
-}
-
-// advance moves the fake clock of the test's bubble (testing/synctest) on
-// by d, and waits until every goroutine of the bubble is blocked again.
-func advance(d time.Duration) {
-	<-time.After(d)
-	synctest.Wait()
 }

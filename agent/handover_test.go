@@ -41,7 +41,7 @@ func (s *resignSpy) Send(m election.Message) error {
 	leading := self.IsLeader()
 	err := s.Transport.Send(m)
 	overlap := false
-	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end) && !overlap; time.Sleep(time.Millisecond) {
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end) && !overlap; stall(time.Millisecond) {
 		for _, o := range s.others() {
 			if o != self && o.IsLeader() && self.IsLeader() {
 				overlap = true

@@ -50,7 +50,7 @@ func (s *termSite) agree(t *testing.T, min uint64, within time.Duration) (string
 		if l2 != "" && l2 != "gw1" && l2 == l3 && s.agents[l2].IsLeader() && s.agents[l2].Term() > min {
 			return l2, s.agents[l2].Term(), time.Since(start)
 		}
-		time.Sleep(time.Millisecond)
+		stall(time.Millisecond)
 	}
 	t.Fatalf("gw2 and gw3 did not agree on a leader above term %d within %s (gw2: %q %d, gw3: %q %d)", min, within,
 		s.agents["gw2"].Leader(), s.agents["gw2"].Term(), s.agents["gw3"].Leader(), s.agents["gw3"].Term())
@@ -93,7 +93,7 @@ func testTermFarAboveTheAllowanceIsRefused(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the far term was not refused by both members")
 		}
-		time.Sleep(time.Millisecond)
+		stall(time.Millisecond)
 	}
 	for _, id := range []string{"gw2", "gw3"} {
 		if got := s.agents[id].Term(); got != term {
@@ -137,7 +137,7 @@ func testHonestMembersPushedApartStillElect(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("gw2 did not take term %d (at %d)", own+MaxTermJump, s.agents["gw2"].Term())
 			}
-			time.Sleep(time.Millisecond)
+			stall(time.Millisecond)
 		}
 	}
 	if gap := s.agents["gw2"].Term() - s.agents["gw3"].Term(); gap < 2*MaxTermJump-1 {

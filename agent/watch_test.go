@@ -190,9 +190,15 @@ func testWatchDropsNoTransition(t *testing.T) {
 
 // TestElectionDurationObserved: the winner's candidacy is observed in the
 // election duration histogram, and duty metrics exist at zero.
-func TestElectionDurationObserved(t *testing.T) {
+func TestElectionDurationObserved(t *testing.T) { synctest.Test(t, testElectionDurationObserved) }
+
+func testElectionDurationObserved(t *testing.T) {
 	ids := []string{"gw1", "gw2", "gw3"}
-	_, agents, _ := runSite(t, 3, 20*time.Millisecond, siteSetup{})
+	// A link of 1 ms each way: in the bubble's virtual time an election
+	// takes no time at all without one.
+	_, agents, _ := runSite(t, 3, 20*time.Millisecond, siteSetup{wrap: func(_ string, tr Transport) Transport {
+		return slowLink{Transport: tr, delay: time.Millisecond}
+	}})
 	waitFor(t, 5*time.Second, "a leader", func() bool { return agreedLeader(agents, ids...) != "" })
 	a := agents[agreedLeader(agents, ids...)]
 	mfs, err := a.Registry().Gather()
@@ -229,4 +235,15 @@ func TestElectionDurationObserved(t *testing.T) {
 			}
 		}
 	}
+}
+
+// slowLink delays every send by delay, as a link's latency would.
+type slowLink struct {
+	Transport
+	delay time.Duration
+}
+
+func (l slowLink) Send(m election.Message) error {
+	stall(l.delay)
+	return l.Transport.Send(m)
 }
