@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/edge-agent/edge-agent/agent/dutyguard"
+	"github.com/edge-agent/edge-agent/edge/dutyguard"
 )
 
 // TestMain builds the duty guard the tests' duties run under: the
