@@ -87,7 +87,11 @@ func TestDutyStopsBeforeTheSuccessorStarts(t *testing.T) {
 	hook := `echo "$EDGE_ELECTION_EVENT $EDGE_ELECTION_ID $EDGE_ELECTION_TERM" >> ` + hooks
 	ids := []string{"gw1", "gw2", "gw3"}
 	duties := map[string]*agent.Duty{}
-	agents, stop := runSite(t, 3, 100*time.Millisecond, siteSetup{opts: func(id string) []agent.Option {
+	// H = 200 ms: the default grace (lease - H - tick, 140 ms) leaves the
+	// SIGTERM trap room to write its line on a loaded machine; at 100 ms
+	// (a 70 ms grace) it was killed before it did in 2 runs of 20.
+	const hb = 200 * time.Millisecond
+	agents, stop := runSite(t, 3, hb, siteSetup{opts: func(id string) []agent.Option {
 		d := testDuty(agent.DutyConfig{Command: []string{"sh", script}, Env: []string{"DUTY_LOG=" + log},
 			OnElected: []string{"sh", "-c", hook}, OnDemoted: []string{"sh", "-c", hook}})
 		duties[id] = d
