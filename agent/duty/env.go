@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/edge-agent/edge-agent/agent/dutyguard"
+	"github.com/edge-agent/edge-agent/edge/dutyguard"
 )
 
 // dutyPassEnv are the variables of the agent's own environment that the duty

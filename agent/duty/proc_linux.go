@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/edge-agent/edge-agent/agent/dutyguard"
+	"github.com/edge-agent/edge-agent/edge/dutyguard"
 )
 
 // dutySysProcAttr puts a hook in a process group of its own (so the whole

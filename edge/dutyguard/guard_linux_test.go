@@ -2,6 +2,7 @@ package dutyguard
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
 // The test binary imports this package, so it is a guard when started as
@@ -161,27 +164,23 @@ func tree(t *testing.T, d time.Duration) (*testGuard, map[int]int) {
 	if l := g.line(); !strings.HasPrefix(l, Started+" ") {
 		t.Fatalf("first report %q", l)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var fs []string
+	poll.UntilWhy(t, 10*time.Second, "the duty's processes to start", func() (bool, string) {
 		b, _ := os.ReadFile(filepath.Join(dir, "pids"))
-		if fs := strings.Fields(string(b)); len(fs) == 4 {
-			pids := map[int]int{}
-			for _, f := range fs {
-				pid, _ := strconv.Atoi(f)
-				fd, err := unix.PidfdOpen(pid, 0)
-				if err != nil {
-					t.Fatalf("pidfd of %d: %v", pid, err)
-				}
-				t.Cleanup(func() { unix.Close(fd) })
-				pids[pid] = fd
-			}
-			return g, pids
+		fs = strings.Fields(string(b))
+		return len(fs) == 4, fmt.Sprintf("pids %q", b)
+	})
+	pids := map[int]int{}
+	for _, f := range fs {
+		pid, _ := strconv.Atoi(f)
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			t.Fatalf("pidfd of %d: %v", pid, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the duty's processes did not start: %q", b)
-		}
-		time.Sleep(5 * time.Millisecond)
+		t.Cleanup(func() { unix.Close(fd) })
+		pids[pid] = fd
 	}
+	return g, pids
 }
 
 // exited reports whether the process behind pidfd fd has exited.
@@ -304,13 +303,9 @@ while :; do sleep 0.05; done
 		t.Fatalf("first report %q", l)
 	}
 	// Wait until both have set their traps.
-	deadline := time.Now().Add(10 * time.Second)
-	for !exists(filepath.Join(dir, "ready")) || !exists(filepath.Join(dir, "wready")) {
-		if time.Now().After(deadline) {
-			t.Fatal("the worker did not start")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the command and the worker to set their traps", func() bool {
+		return exists(filepath.Join(dir, "ready")) && exists(filepath.Join(dir, "wready"))
+	})
 	g.send(Term)
 	if l := g.line(); l != Done+" "+Exited+" exit status 7" {
 		t.Fatalf("report %q, want done exited exit status 7", l)
@@ -434,13 +429,7 @@ func TestGuardSoftDeadline(t *testing.T) {
 	if l := g.line(); !strings.HasPrefix(l, Started+" ") {
 		t.Fatalf("first report %q", l)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !exists(filepath.Join(dir, "ready")) {
-		if time.Now().After(deadline) {
-			t.Fatal("the command did not start")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the command to set its trap", func() bool { return exists(filepath.Join(dir, "ready")) })
 	start := time.Now()
 	if l := g.line(); l != Done+" "+Stopped+" exit status 0" {
 		t.Fatalf("report %q, want done stopped exit status 0", l)
@@ -462,9 +451,7 @@ func TestGuardSoftDeadline(t *testing.T) {
 	script = `trap 'echo term >> "$1/terms"' TERM; echo > "$1/ready"; while :; do sleep 0.05; done`
 	g = startGuardSoft(t, 600*time.Millisecond, 1200*time.Millisecond, nil, "sh", "-c", script, "sh", dir)
 	g.line()
-	for !exists(filepath.Join(dir, "ready")) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the command to set its trap", func() bool { return exists(filepath.Join(dir, "ready")) })
 	g.send(Term)
 	if l := g.line(); !strings.HasPrefix(l, Done+" "+Expired+" ") {
 		t.Fatalf("report %q, want done expired", l)

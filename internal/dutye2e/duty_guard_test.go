@@ -1,18 +1,16 @@
-package agent
+package dutye2e
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
+	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/agent/duty"
 	"github.com/edge-agent/edge-agent/election"
 )
@@ -21,23 +19,23 @@ import (
 // gone, also when the leadership's work outlives Run (a handover that gave
 // up waiting, as at shutdown when the lease ran low). Wait counted only the
 // hooks, so it returned while a command that ignores SIGTERM was still in
-// its grace.
+// its grace. The duty is attached to a fixed lease (no agent loop runs), as
+// the agent attaches it, with the timing of an agent at H = 1 s.
 func TestDutyWaitOutlastsTheCommand(t *testing.T) {
 	script, log := dutyFiles(t)
-	members := []election.Member{{ID: "gw1"}}
-	net := NewMemNetwork()
-	d := testDuty(DutyConfig{Command: []string{"sh", script, "stubborn"}, Env: []string{"DUTY_LOG=" + log}, Grace: 300 * time.Millisecond})
-	a, err := New(Config{ID: "gw1", Group: "site", Members: members, Heartbeat: time.Second, StateDir: t.TempDir()},
-		WithTransport(net.Join("gw1")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithDuty(d))
+	ac := agent.Config{ID: "gw1", Group: "site", Members: []election.Member{{ID: "gw1"}}, Heartbeat: time.Second, StateDir: t.TempDir()}
+	if err := ac.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d := testDuty(agent.DutyConfig{Command: []string{"sh", script, "stubborn"}, Env: []string{"DUTY_LOG=" + log}, Grace: 300 * time.Millisecond})
+	err := d.Attach(duty.Host{ID: ac.ID, Group: ac.Group, Timing: ac.DutyTiming(),
+		Lease: newFixedLease(time.Hour), Log: testLogger(), Restarts: func() {}, Running: func(bool) {}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.store.Close()
-	// Leadership as the loop starts it, with a lease far off; no loop runs.
-	a.lease.leaseEnd.Store(int64(time.Hour))
-	a.lease.leading.Store(true)
+	// Leadership as the loop starts it, with a lease far off.
 	ctx, cancel := context.WithCancel(context.Background())
-	a.startLeaderWork(ctx, 1)
+	d.Lead(ctx, 1, new(atomic.Bool), func() bool { return ctx.Err() == nil })
 	var start dutyRecord
 	waitFor(t, 10*time.Second, "the duty to start", func() bool {
 		r, ok := findRecord(readDutyLog(t, log), "start", "gw1")
@@ -51,6 +49,21 @@ func TestDutyWaitOutlastsTheCommand(t *testing.T) {
 	}
 }
 
+// fixedLease is a leader's lease (duty.Lease) that ends at a fixed time on
+// its own monotonic clock; the leader is connected and resigns at once.
+type fixedLease struct {
+	start time.Time
+	end   time.Duration
+}
+
+func newFixedLease(end time.Duration) *fixedLease { return &fixedLease{start: time.Now(), end: end} }
+
+func (l *fixedLease) Now() time.Duration              { return time.Since(l.start) }
+func (l *fixedLease) LeaseEnd() (time.Duration, bool) { return l.end, true }
+func (l *fixedLease) IsLeader() bool                  { return l.Now() < l.end }
+func (l *fixedLease) Connected() bool                 { return true }
+func (l *fixedLease) Resign() error                   { return nil }
+
 // TestDutyNotRestartedAfterGuardDeadline: when the guard kills the duty
 // because its deadline passed while the lease was still renewed (here: the
 // guard's renewals are held back on purpose, as when the agent was frozen
@@ -59,8 +72,8 @@ func TestDutyWaitOutlastsTheCommand(t *testing.T) {
 func TestDutyNotRestartedAfterGuardDeadline(t *testing.T) {
 	script, log := dutyFiles(t)
 	ids := []string{"gw1", "gw2", "gw3"}
-	duties := map[string]*Duty{}
-	_, agents, _ := runSite(t, 3, 100*time.Millisecond, siteSetup{opts: func(id string) []Option {
+	duties := map[string]*agent.Duty{}
+	agents, _ := runSite(t, 3, 100*time.Millisecond, siteSetup{opts: func(id string) []agent.Option {
 		// gw3's duty ignores SIGTERM: the guard's soft deadline (SIGTERM,
 		// after which the duty would be started again if the lease was
 		// renewed) does not stop it, the hard one kills it.
@@ -68,9 +81,9 @@ func TestDutyNotRestartedAfterGuardDeadline(t *testing.T) {
 		if id == "gw3" {
 			argv = append(argv, "stubborn")
 		}
-		d := testDuty(DutyConfig{Command: argv, Env: []string{"DUTY_LOG=" + log}, RestartBackoff: 10 * time.Millisecond})
+		d := testDuty(agent.DutyConfig{Command: argv, Env: []string{"DUTY_LOG=" + log}, RestartBackoff: 10 * time.Millisecond})
 		duties[id] = d
-		return []Option{WithDuty(d)}
+		return []agent.Option{agent.WithDuty(d)}
 	}})
 	var term uint64
 	waitFor(t, 10*time.Second, "gw3 to lead and start its duty", func() bool {
@@ -96,7 +109,7 @@ func TestDutyNotRestartedAfterGuardDeadline(t *testing.T) {
 	if starts != 1 {
 		t.Fatalf("gw3 started its duty %d times in term %d, want once: %+v", starts, term, readDutyLog(t, log))
 	}
-	if got := testutil.ToFloat64(agents["gw3"].m.dutyRestarts); got != 0 {
+	if got := metric(t, agents["gw3"], "edge_election_duty_restarts_total"); got != 0 {
 		t.Fatalf("gw3 duty_restarts_total = %v", got)
 	}
 }
@@ -117,12 +130,12 @@ func TestDutyEnvironment(t *testing.T) {
 	dump := func(name string, then string) []string {
 		return []string{"sh", "-c", `env > "$0.tmp" && mv "$0.tmp" "$0"` + then, filepath.Join(dir, name)}
 	}
-	duties := map[string]*Duty{}
-	_, _, stop := runSite(t, 3, 100*time.Millisecond, siteSetup{opts: func(id string) []Option {
-		d := testDuty(DutyConfig{Command: dump("command", "; exec sleep 1000"), OnElected: dump("elected", ""), OnDemoted: dump("demoted", ""),
+	duties := map[string]*agent.Duty{}
+	_, stop := runSite(t, 3, 100*time.Millisecond, siteSetup{opts: func(id string) []agent.Option {
+		d := testDuty(agent.DutyConfig{Command: dump("command", "; exec sleep 1000"), OnElected: dump("elected", ""), OnDemoted: dump("demoted", ""),
 			Env: []string{"PLC=10.0.0.5", "PASS_ME", "NOT_SET_ANYWHERE"}})
 		duties[id] = d
-		return []Option{WithDuty(d)}
+		return []agent.Option{agent.WithDuty(d)}
 	}})
 	waitFor(t, 10*time.Second, "the duty and on_elected to run", func() bool {
 		_, e1 := os.Stat(filepath.Join(dir, "command"))
@@ -144,24 +157,24 @@ func TestDutyEnvironment(t *testing.T) {
 			env[k] = v
 		}
 		want := map[string]string{"PATH": os.Getenv("PATH"), "LANG": "C.UTF-8", "LC_TIME": "C", "TZ": "UTC",
-			"PLC": "10.0.0.5", "PASS_ME": "passed", EnvElectionGroup: "site"}
+			"PLC": "10.0.0.5", "PASS_ME": "passed", agent.EnvElectionGroup: "site"}
 		switch name {
 		case "elected":
-			want[EnvElectionEvent] = "elected"
+			want[agent.EnvElectionEvent] = "elected"
 		case "demoted":
-			want[EnvElectionEvent] = "demoted"
+			want[agent.EnvElectionEvent] = "demoted"
 		}
 		for k, v := range want {
 			if env[k] != v {
 				t.Errorf("%s: %s=%q, want %q", name, k, env[k], v)
 			}
 		}
-		if !strings.HasPrefix(env[EnvElectionID], "gw") || env[EnvElectionTerm] == "" {
-			t.Errorf("%s: %s=%q %s=%q", name, EnvElectionID, env[EnvElectionID], EnvElectionTerm, env[EnvElectionTerm])
+		if !strings.HasPrefix(env[agent.EnvElectionID], "gw") || env[agent.EnvElectionTerm] == "" {
+			t.Errorf("%s: %s=%q %s=%q", name, agent.EnvElectionID, env[agent.EnvElectionID], agent.EnvElectionTerm, env[agent.EnvElectionTerm])
 		}
 		if name == "command" {
-			if _, ok := env[EnvElectionEvent]; ok {
-				t.Errorf("command: %s set", EnvElectionEvent)
+			if _, ok := env[agent.EnvElectionEvent]; ok {
+				t.Errorf("command: %s set", agent.EnvElectionEvent)
 			}
 		}
 		for _, k := range []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "AGENT_SECRET", "NOT_SET_ANYWHERE", "EDGE_AGENT_DUTY_GUARD"} {
@@ -178,11 +191,11 @@ func TestDutyEnvironment(t *testing.T) {
 // guard and stops with the leadership.
 func TestDutyGuardIsOwnExecutable(t *testing.T) {
 	script, log := dutyFiles(t)
-	duties := map[string]*Duty{}
-	_, _, stop := runSite(t, 3, 200*time.Millisecond, siteSetup{opts: func(id string) []Option {
-		d := testDuty(DutyConfig{Command: []string{"sh", script}, Env: []string{"DUTY_LOG=" + log}, GuardPath: duty.SelfGuardPath})
+	duties := map[string]*agent.Duty{}
+	_, stop := runSite(t, 3, 200*time.Millisecond, siteSetup{opts: func(id string) []agent.Option {
+		d := testDuty(agent.DutyConfig{Command: []string{"sh", script}, Env: []string{"DUTY_LOG=" + log}, GuardPath: duty.SelfGuardPath})
 		duties[id] = d
-		return []Option{WithDuty(d)}
+		return []agent.Option{agent.WithDuty(d)}
 	}})
 	var start dutyRecord
 	waitFor(t, 10*time.Second, "the duty to start", func() bool {

@@ -1,4 +1,4 @@
-package agent
+package dutye2e
 
 import (
 	"bufio"
@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
+	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -87,12 +86,16 @@ func TestDutyStopsBeforeTheSuccessorStarts(t *testing.T) {
 	hooks := filepath.Join(t.TempDir(), "hooks.log")
 	hook := `echo "$EDGE_ELECTION_EVENT $EDGE_ELECTION_ID $EDGE_ELECTION_TERM" >> ` + hooks
 	ids := []string{"gw1", "gw2", "gw3"}
-	duties := map[string]*Duty{}
-	_, agents, stop := runSite(t, 3, 100*time.Millisecond, siteSetup{opts: func(id string) []Option {
-		d := testDuty(DutyConfig{Command: []string{"sh", script}, Env: []string{"DUTY_LOG=" + log},
+	duties := map[string]*agent.Duty{}
+	// H = 200 ms: the default grace (lease - H - tick, 140 ms) leaves the
+	// SIGTERM trap room to write its line on a loaded machine; at 100 ms
+	// (a 70 ms grace) it was killed before it did in 2 runs of 20.
+	const hb = 200 * time.Millisecond
+	agents, stop := runSite(t, 3, hb, siteSetup{opts: func(id string) []agent.Option {
+		d := testDuty(agent.DutyConfig{Command: []string{"sh", script}, Env: []string{"DUTY_LOG=" + log},
 			OnElected: []string{"sh", "-c", hook}, OnDemoted: []string{"sh", "-c", hook}})
 		duties[id] = d
-		return []Option{WithDuty(d)}
+		return []agent.Option{agent.WithDuty(d)}
 	}})
 	waitFor(t, 5*time.Second, "gw3 to lead and run its duty", func() bool {
 		r, ok := findRecord(readDutyLog(t, log), "start", "gw3")
@@ -105,7 +108,7 @@ func TestDutyStopsBeforeTheSuccessorStarts(t *testing.T) {
 	if start.term != agents["gw3"].Term() {
 		t.Fatalf("duty started with term %d, leader's term %d", start.term, agents["gw3"].Term())
 	}
-	if got := testutil.ToFloat64(agents["gw3"].m.dutyRunning); got != 1 {
+	if got := metric(t, agents["gw3"], "edge_election_duty_running"); got != 1 {
 		t.Fatalf("duty_running = %v", got)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -196,18 +199,18 @@ func TestDutyStopsBeforeTheSuccessorStarts(t *testing.T) {
 func TestDutyRestartsThenResigns(t *testing.T) {
 	script, log := dutyFiles(t)
 	ids := []string{"gw1", "gw2", "gw3"}
-	_, agents, _ := runSite(t, 3, 50*time.Millisecond, siteSetup{opts: func(id string) []Option {
-		c := DutyConfig{Command: []string{"sh", script}, Env: []string{"DUTY_LOG=" + log}}
+	agents, _ := runSite(t, 3, 50*time.Millisecond, siteSetup{opts: func(id string) []agent.Option {
+		c := agent.DutyConfig{Command: []string{"sh", script}, Env: []string{"DUTY_LOG=" + log}}
 		if id == "gw3" {
-			c = DutyConfig{Command: []string{"sh", "-c", "exit 3"}, MaxFailures: 3, RestartBackoff: 10 * time.Millisecond}
+			c = agent.DutyConfig{Command: []string{"sh", "-c", "exit 3"}, MaxFailures: 3, RestartBackoff: 10 * time.Millisecond}
 		}
-		return []Option{WithDuty(testDuty(c))}
+		return []agent.Option{agent.WithDuty(testDuty(c))}
 	}})
 	waitFor(t, 10*time.Second, "gw2 to take over from the failing gw3", func() bool {
 		_, ok := findRecord(readDutyLog(t, log), "start", "gw2")
 		return agreedLeader(agents, ids...) == "gw2" && ok
 	})
-	if got := testutil.ToFloat64(agents["gw3"].m.dutyRestarts); got != 2 {
+	if got := metric(t, agents["gw3"], "edge_election_duty_restarts_total"); got != 2 {
 		t.Fatalf("gw3 duty_restarts_total = %v, want 2 (3 runs, then resign)", got)
 	}
 }
@@ -215,7 +218,7 @@ func TestDutyRestartsThenResigns(t *testing.T) {
 // stuckTransport blocks every Send while stuck is set, freezing the agent's
 // loop the way a hung process would.
 type stuckTransport struct {
-	Transport
+	agent.Transport
 	mu      sync.Mutex
 	stuck   chan struct{} // non-nil while stuck; closed to release
 	entered chan struct{} // gets a value when a Send blocks
@@ -261,11 +264,11 @@ func TestDutyKilledBeforeLeaseEndsWhenLoopStuck(t *testing.T) {
 			ids := []string{"gw1", "gw2", "gw3"}
 			stuck := map[string]*stuckTransport{}
 			const hb = 200 * time.Millisecond // room for the SIGTERM trap on a loaded machine
-			_, agents, _ := runSite(t, 3, hb, siteSetup{
-				opts: func(id string) []Option {
-					return []Option{WithDuty(testDuty(DutyConfig{Command: []string{"sh", script, mode}, Env: []string{"DUTY_LOG=" + log}}))}
+			agents, _ := runSite(t, 3, hb, siteSetup{
+				opts: func(id string) []agent.Option {
+					return []agent.Option{agent.WithDuty(testDuty(agent.DutyConfig{Command: []string{"sh", script, mode}, Env: []string{"DUTY_LOG=" + log}}))}
 				},
-				wrap: func(id string, tr Transport) Transport {
+				wrap: func(id string, tr agent.Transport) agent.Transport {
 					st := &stuckTransport{Transport: tr, entered: make(chan struct{}, 1)}
 					stuck[id] = st
 					return st
@@ -280,7 +283,7 @@ func TestDutyKilledBeforeLeaseEndsWhenLoopStuck(t *testing.T) {
 			// (If its lease runs out on its own just then, try again.)
 			var (
 				id       string
-				a        *Agent
+				a        *agent.Agent
 				leaseEnd time.Time
 				start    dutyRecord
 			)
@@ -305,8 +308,11 @@ func TestDutyKilledBeforeLeaseEndsWhenLoopStuck(t *testing.T) {
 				case <-time.After(5 * time.Second):
 					t.Fatalf("%s's loop never sent", id)
 				}
-				if a.lease.leading.Load() && a.lease.leaseEnd.Load() > 0 {
-					leaseEnd = a.lease.start.Add(time.Duration(a.lease.leaseEnd.Load()))
+				// The clock is read before the lease: the lease end noted
+				// is never later than the agent's own.
+				now := time.Now()
+				if rem := a.LeaseRemaining(); rem > 0 {
+					leaseEnd = now.Add(rem)
 					break
 				}
 				st.thaw()
@@ -323,7 +329,8 @@ func TestDutyKilledBeforeLeaseEndsWhenLoopStuck(t *testing.T) {
 			})
 			// The kill is due one tick before the lease ends; allow one more
 			// tick for a loaded machine.
-			if late := gone.Sub(leaseEnd); late > a.cfg.Tick() {
+			cfg := a.Config()
+			if late := gone.Sub(leaseEnd); late > cfg.Tick() {
 				t.Fatalf("%s's duty seen alive %s after its lease ended", id, late)
 			}
 			if mode == "graceful" {
@@ -368,30 +375,4 @@ func processGone(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
-}
-
-func TestDutyConfigValidate(t *testing.T) {
-	ac := Config{ID: "a", Group: "g", Members: []election.Member{{ID: "a"}}, StateDir: "/tmp/x", Heartbeat: time.Second}
-	if err := ac.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	for key, c := range map[string]DutyConfig{
-		"leader.grace:":          {Command: []string{"x"}, Grace: ac.Lease},
-		"leader.command:":        {Command: []string{""}},
-		"leader.on_elected:":     {OnElected: []string{"", "x"}},
-		"leader.hook_timeout:":   {HookTimeout: -1},
-		"leader.max_failures:":   {MaxFailures: -1},
-		"leader.failure_window:": {FailureWindow: -time.Second},
-	} {
-		if err := c.Validate(ac); err == nil || !strings.HasPrefix(err.Error(), key) {
-			t.Errorf("%s: err = %v", key, err)
-		}
-	}
-	c := DutyConfig{Command: []string{"x"}}
-	if err := c.Validate(ac); err != nil {
-		t.Fatal(err)
-	}
-	if c.Grace != ac.Lease-ac.Heartbeat-ac.Tick() || c.HookTimeout != DefaultHookTimeout || c.MaxFailures != DefaultMaxFailures {
-		t.Fatalf("defaults: %+v (lease %s)", c, ac.Lease)
-	}
 }

@@ -86,111 +86,135 @@ type guard struct {
 }
 
 // Run is the guard process's main, given the arguments after Arg and the
-// value of Env; it returns the exit code.
+// value of Env; it returns the exit code. Its steps: check the command line
+// and the control connection, catch the signals, become the subreaper, wait
+// for the control loop's first word on the deadlines, start the command,
+// then supervise it until the tree is gone.
 func Run(args []string, proto string) int {
-	if proto != Protocol {
-		fmt.Fprintf(os.Stderr, "edge-agent duty-guard: protocol %q, this binary speaks %q: a guard from another version; not starting the duty\n", proto, Protocol)
-		return 2
-	}
-	ga, err := parseGuardArgs(args)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "edge-agent duty-guard: %v (it is started by the agent, not by hand)\n", err)
-		return 2
-	}
-	// The control connection: close-on-exec, so that the duty never
-	// inherits it; non-blocking, read by the control loop (control).
-	syscall.CloseOnExec(ControlFD)
-	if err := syscall.SetNonblock(ControlFD, true); err != nil {
-		fmt.Fprintf(os.Stderr, "edge-agent duty-guard: control connection: %v\n", err)
-		return 2
+	ga, code := prepare(args, proto)
+	if code != 0 {
+		return code
 	}
 	g := &guard{self: os.Getpid(), ctl: ControlFD, label: ga.label}
-	// Signals first, so that no SIGCHLD of the command is lost. SIGTERM,
-	// SIGINT and SIGHUP are passed on to the tree (a `systemctl stop` with
-	// KillMode=control-group sends SIGTERM to every process of the unit):
-	// the guard itself goes only once the tree is gone.
-	chld := make(chan os.Signal, 1)
-	signal.Notify(chld, syscall.SIGCHLD)
-	fwd := make(chan os.Signal, 1)
-	signal.Notify(fwd, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	// A write to a closed stderr (the agent's, once it is gone, unless
-	// that is the journal) fails instead of killing the guard. Notify, not
-	// Ignore: an ignored signal would stay ignored in the command.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	chld, fwd := notifySignals()
 	if err := setChildSubreaper(); err != nil {
 		g.report(Done, Error, "PR_SET_CHILD_SUBREAPER: "+err.Error())
 		return 1
 	}
 	events := make(chan event, 4)
 	go (&control{fd: ControlFD, soft: ga.soft, deadline: ga.deadline}).run(events)
-	// The agent may have renewed the deadline, or stopped the duty, while
-	// the guard was starting: the control loop reads that first.
+	if !g.awaitStart(events) {
+		return 0
+	}
+	if code, started := g.startCommand(ga); !started {
+		return code
+	}
+	return g.supervise(events, chld, fwd)
+}
+
+// prepare checks the protocol version and the command line, and readies
+// the control connection; a non-zero code is Run's exit code.
+func prepare(args []string, proto string) (guardArgs, int) {
+	if proto != Protocol {
+		fmt.Fprintf(os.Stderr, "edge-agent duty-guard: protocol %q, this binary speaks %q: a guard from another version; not starting the duty\n", proto, Protocol)
+		return guardArgs{}, 2
+	}
+	ga, err := parseGuardArgs(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "edge-agent duty-guard: %v (it is started by the agent, not by hand)\n", err)
+		return guardArgs{}, 2
+	}
+	// The control connection: close-on-exec, so that the duty never
+	// inherits it; non-blocking, read by the control loop (control).
+	syscall.CloseOnExec(ControlFD)
+	if err := syscall.SetNonblock(ControlFD, true); err != nil {
+		fmt.Fprintf(os.Stderr, "edge-agent duty-guard: control connection: %v\n", err)
+		return guardArgs{}, 2
+	}
+	return ga, 0
+}
+
+// notifySignals catches the signals the guard acts on, before the command
+// starts, so that no SIGCHLD of the command is lost. SIGTERM, SIGINT and
+// SIGHUP (fwd) are passed on to the tree (a `systemctl stop` with
+// KillMode=control-group sends SIGTERM to every process of the unit): the
+// guard itself goes only once the tree is gone.
+func notifySignals() (chld, fwd chan os.Signal) {
+	chld = make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
+	fwd = make(chan os.Signal, 1)
+	signal.Notify(fwd, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// A write to a closed stderr (the agent's, once it is gone, unless
+	// that is the journal) fails instead of killing the guard. Notify, not
+	// Ignore: an ignored signal would stay ignored in the command.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	return chld, fwd
+}
+
+// awaitStart waits for the control loop's first event and reports whether
+// the command may start. The agent may have renewed the deadline, or
+// stopped the duty, while the guard was starting: the control loop reads
+// that first. If not, the agent is told why nothing was started.
+func (g *guard) awaitStart(events <-chan event) bool {
 	switch <-events {
 	case evReady:
+		return true
 	case evSoft:
 		g.report(Done, Stopped, "not started")
-		return 0
 	case evExpired:
 		g.report(Done, Expired, "not started")
-		return 0
 	case evGone:
-		return 0
 	default: // term or kill
 		g.report(Done, Killed, "not started")
-		return 0
 	}
-	env := make([]string, 0, len(os.Environ()))
-	for _, kv := range os.Environ() {
-		if !hasPrefix(kv, Env+"=") {
-			env = append(env, kv)
-		}
-	}
+	return false
+}
+
+// startCommand starts the command and reports it started; if it cannot,
+// it reports the error and returns Run's exit code with started false.
+func (g *guard) startCommand(ga guardArgs) (code int, started bool) {
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		g.report(Done, Error, err.Error())
-		return 1
+		return 1, false
 	}
 	// Its own process group, as the command always had (a terminal's
 	// signals go to the agent, which stops the duty in order). Pdeathsig:
 	// should the guard itself be killed, the command at least goes too.
 	pid, err := syscall.ForkExec(ga.path, ga.argv, &syscall.ProcAttr{
-		Env:   env,
+		Env:   commandEnv(),
 		Files: []uintptr{null.Fd(), 1, 2},
 		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	})
 	null.Close()
 	if err != nil {
 		g.report(Done, Error, err.Error())
-		return 0
+		return 0, false
 	}
 	g.main = pid
 	g.report(Started, strconv.Itoa(pid))
+	return 0, true
+}
 
+// commandEnv is the guard's environment without its marker (Env).
+func commandEnv() []string {
+	env := make([]string, 0, len(os.Environ()))
+	for _, kv := range os.Environ() {
+		if !hasPrefix(kv, Env+"=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// supervise acts on the control loop's events, the command's exit and the
+// signals passed on to the tree, until the tree is gone; it returns Run's
+// exit code.
+func (g *guard) supervise(events <-chan event, chld <-chan os.Signal, fwd <-chan os.Signal) int {
 	for {
 		select {
 		case ev := <-events:
-			switch ev {
-			case evGone:
-				// The agent is gone (or closed the connection to abort): no
-				// one renews the deadline or stops the duty in order.
-				g.ctl = -1
-				began := time.Now()
-				n := g.killTree(chld)
-				g.logf("the agent is gone: killed the leader duty (%d processes in %s)", n, time.Since(began).Round(time.Microsecond))
-				return 0
-			case evExpired:
-				began := time.Now()
-				n := g.killTree(chld)
-				g.logf("the lease deadline passed without renewal: killed the leader duty (%d processes in %s)", n, time.Since(began).Round(time.Microsecond))
-				g.report(Done, Expired, g.statusText())
-				return 0
-			case evTerm:
-				g.term(false)
-			case evSoft:
-				g.term(true)
-			case evKill:
-				g.killTree(chld)
-				g.report(Done, Killed, g.statusText())
+			if g.onEvent(ev, chld) {
 				return 0
 			}
 		case <-chld:
@@ -208,6 +232,36 @@ func Run(args []string, proto string) int {
 			g.term(false)
 		}
 	}
+}
+
+// onEvent acts on one event of the control loop and reports whether the
+// tree is gone (the guard's work is over).
+func (g *guard) onEvent(ev event, chld <-chan os.Signal) (over bool) {
+	switch ev {
+	case evGone:
+		// The agent is gone (or closed the connection to abort): no one
+		// renews the deadline or stops the duty in order.
+		g.ctl = -1
+		began := time.Now()
+		n := g.killTree(chld)
+		g.logf("the agent is gone: killed the leader duty (%d processes in %s)", n, time.Since(began).Round(time.Microsecond))
+		return true
+	case evExpired:
+		began := time.Now()
+		n := g.killTree(chld)
+		g.logf("the lease deadline passed without renewal: killed the leader duty (%d processes in %s)", n, time.Since(began).Round(time.Microsecond))
+		g.report(Done, Expired, g.statusText())
+		return true
+	case evTerm:
+		g.term(false)
+	case evSoft:
+		g.term(true)
+	case evKill:
+		g.killTree(chld)
+		g.report(Done, Killed, g.statusText())
+		return true
+	}
+	return false
 }
 
 // term sends SIGTERM to the tree, once per run: the agent's stop and the
