@@ -238,11 +238,14 @@ func (mb *Mailbox) Close() {
 }
 
 // transportBus is the bus of a Transport: messages and (with a route
-// watcher) route closures, no control requests, no connection reports.
+// watcher) route closures, no control requests. On a MemNetwork that
+// reports disconnects it has the fast path of a NATS bus: heartbeats
+// announce the connection, and the network's reports reach the loop.
 type transportBus struct {
 	t       Transport
 	c       BusContext
 	mb      *Mailbox
+	mem     *MemTransport // t, when it reports connections
 	stop    func()
 	wg      sync.WaitGroup
 	onBad   func(string)
@@ -250,7 +253,11 @@ type transportBus struct {
 }
 
 func newTransportBus(t Transport, c BusContext) *transportBus {
-	return &transportBus{t: t, c: c}
+	b := &transportBus{t: t, c: c}
+	if mt, ok := t.(*MemTransport); ok && c.Fast && mt.reportTo(nil) {
+		b.mem = mt
+	}
+	return b
 }
 
 func (b *transportBus) Open(h BusHooks) (<-chan Input, error) {
@@ -259,6 +266,9 @@ func (b *transportBus) Open(h BusHooks) (<-chan Input, error) {
 	}
 	b.mb = NewMailbox(MemInboxSize)
 	b.onBad = h.OnBad
+	if b.mem != nil {
+		b.mem.reportTo(b.mb)
+	}
 	b.stop = func() {}
 	if b.c.Fast && b.c.Routes != nil {
 		b.stop = WatchRoutes(b.c.Routes, b.c.Config.Heartbeat, b.mb, h.OnBad)
@@ -276,12 +286,16 @@ func (b *transportBus) Open(h BusHooks) (<-chan Input, error) {
 }
 
 func (b *transportBus) Send(m election.Message) error {
-	return b.t.Send(Stamp(m, b.c.Config.Algorithm, nil))
+	var announce func(uint64) string
+	if b.mem != nil {
+		announce = func(uint64) string { return b.mem.ConnID() }
+	}
+	return b.t.Send(Stamp(m, b.c.Config.Algorithm, announce))
 }
 
 func (b *transportBus) Connected() bool     { return b.t.Connected() }
-func (b *transportBus) Up(uint64) bool      { return true }
-func (b *transportBus) FastPath() bool      { return b.c.Fast && b.c.Routes != nil }
+func (b *transportBus) Up(uint64) bool      { return b.mem == nil || b.mem.Connected() }
+func (b *transportBus) FastPath() bool      { return b.c.Fast && (b.c.Routes != nil || b.mem != nil) }
 func (b *transportBus) Flush(time.Duration) {}
 
 func (b *transportBus) Close() error {

@@ -1,10 +1,19 @@
 package agent
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edge-agent/edge-agent/election"
 )
 
 // countingRoutes is a RouteWatcher that also counts its routes, as the
@@ -109,5 +118,162 @@ func TestRoutePollFollowsH(t *testing.T) {
 		if got := routePoll(h); got != want {
 			t.Errorf("routePoll(%s) = %s, want %s", h, got, want)
 		}
+	}
+}
+
+// fastSite starts members gw1..gwN (priority = index) on an in-memory
+// network that reports disconnects as a NATS server's advisories do; wrap
+// may replace a member's transport. start(id) starts a member; the agents
+// stop when the test ends.
+type fastSite struct {
+	t       *testing.T
+	net     *MemNetwork
+	members []election.Member
+	agents  map[string]*Agent
+	cfg     func(id string) Config
+	wrap    func(id string, tr Transport) Transport
+	ctx     context.Context
+	wg      sync.WaitGroup
+}
+
+func newFastSite(t *testing.T, n int, wrap func(string, Transport) Transport) *fastSite {
+	s := &fastSite{t: t, net: NewMemNetwork(), agents: map[string]*Agent{}, wrap: wrap}
+	s.net.ReportDisconnects()
+	for i := 1; i <= n; i++ {
+		s.members = append(s.members, election.Member{ID: fmt.Sprintf("gw%d", i), Priority: i})
+	}
+	s.cfg = func(id string) Config {
+		return Config{ID: id, Group: "g", Members: s.members, Heartbeat: 100 * time.Millisecond,
+			StateDir: t.TempDir(), Preemption: PreemptNever}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.ctx = ctx
+	t.Cleanup(func() { cancel(); s.wg.Wait() })
+	return s
+}
+
+func (s *fastSite) start(id string, cfg Config) *Agent {
+	var tr Transport = s.net.Join(id)
+	if s.wrap != nil {
+		tr = s.wrap(id, tr)
+	}
+	a, err := New(cfg, WithTransport(tr), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.agents[id] = a
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); _ = a.Run(s.ctx) }()
+	return a
+}
+
+// TestAgentFastFailoverOnDisconnectReport: when the leader's connection
+// closes, it stops acting in the same step, and the members, told so by
+// the bus, elect a successor at once instead of after D of silence.
+func TestAgentFastFailoverOnDisconnectReport(t *testing.T) {
+	synctest.Test(t, testAgentFastFailoverOnDisconnectReport)
+}
+
+func testAgentFastFailoverOnDisconnectReport(t *testing.T) {
+	s := newFastSite(t, 3, nil)
+	for _, m := range s.members {
+		s.start(m.ID, s.cfg(m.ID))
+	}
+	waitFor(t, 5*time.Second, "gw3 to lead", func() bool {
+		return s.agents["gw3"].IsLeader() && s.agents["gw1"].Leader() == "gw3" && s.agents["gw2"].Leader() == "gw3"
+	})
+	stall(300 * time.Millisecond) // heartbeats announcing gw3's connection reach both members
+	term := s.agents["gw3"].Term()
+	start := time.Now()
+	s.net.Disconnect("gw3")
+	if s.agents["gw3"].IsLeader() {
+		t.Fatal("gw3 still acts as leader after its connection dropped")
+	}
+	waitFor(t, 5*time.Second, "gw2 to lead", func() bool {
+		return s.agents["gw2"].IsLeader() && s.agents["gw1"].Leader() == "gw2" && s.agents["gw2"].Term() > term
+	})
+	cfg := s.agents["gw2"].Config()
+	d := cfg.SuspectAfter()
+	if took := time.Since(start); took >= d {
+		t.Fatalf("failover took %s of virtual time, not under D = %s: the report was not acted on", took, d)
+	}
+	if v := testutil.ToFloat64(s.agents["gw1"].m.fastSuspicions); v < 1 {
+		t.Fatalf("gw1 counted %v fast suspicions, want at least 1", v)
+	}
+}
+
+// delayedVotes delays this member's votes (its acknowledgements of a
+// COORDINATOR) to member to: they are on their way while the test acts.
+type delayedVotes struct {
+	Transport
+	to      string
+	delay   time.Duration
+	pending *sync.WaitGroup
+}
+
+func (d delayedVotes) Send(m election.Message) error {
+	if m.Type != election.MsgVote || m.To != d.to {
+		return d.Transport.Send(m)
+	}
+	d.pending.Add(1)
+	go func() {
+		defer d.pending.Done()
+		stall(d.delay)
+		_ = d.Transport.Send(m)
+	}()
+	return nil
+}
+
+// TestAgentCandidateWhoseConnectionDroppedDoesNotLead: a candidate whose
+// own connection drops stops standing at once. The server may already have
+// told the members, whose backing of what it sent on that connection the
+// report releases, so an acknowledgement still on its way when the
+// connection dropped must not make it leader (the agent's side of
+// election's TestCandidateWhoseConnectionClosedDoesNotLead).
+func TestAgentCandidateWhoseConnectionDroppedDoesNotLead(t *testing.T) {
+	synctest.Test(t, testAgentCandidateWhoseConnectionDroppedDoesNotLead)
+}
+
+func testAgentCandidateWhoseConnectionDroppedDoesNotLead(t *testing.T) {
+	var pending sync.WaitGroup
+	t.Cleanup(pending.Wait) // after the agents stopped (cleanups run last first)
+	s := newFastSite(t, 3, func(id string, tr Transport) Transport {
+		if id == "gw3" {
+			return tr
+		}
+		return delayedVotes{Transport: tr, to: "gw3", delay: 50 * time.Millisecond, pending: &pending}
+	})
+	immediate := func(id string) Config {
+		c := s.cfg(id)
+		c.Preemption = PreemptImmediate // gw2 hands over to gw3 as soon as it is healthy
+		return c
+	}
+	s.start("gw1", immediate("gw1"))
+	s.start("gw2", immediate("gw2"))
+	waitFor(t, 5*time.Second, "gw2 to lead", func() bool { return s.agents["gw2"].IsLeader() })
+	cfg := immediate("gw3")
+	gw3 := s.start("gw3", cfg)
+	changes, stop := gw3.Watch()
+	defer stop()
+	waitFor(t, 5*time.Second, "gw3 to stand", func() bool { return gw3.Status().Role == election.Candidate.String() })
+	term := gw3.Term()
+	s.net.Disconnect("gw3") // the acknowledgements of its announcement are on their way
+	synctest.Wait()
+	s.net.Heal() // back on a new connection before they arrive
+	valid := gw3.Config()
+	stall(3 * valid.SuspectAfter())
+	for drained := false; !drained; {
+		synctest.Wait() // the watcher has queued what it has
+		select {
+		case c := <-changes:
+			if c.Leader == "gw3" && c.Term == term {
+				t.Fatalf("gw3 led term %d, which it stood in when its connection dropped", term)
+			}
+		default:
+			drained = true
+		}
+	}
+	if gw3.IsLeader() && gw3.Term() == term {
+		t.Fatalf("gw3 leads term %d, which it stood in when its connection dropped", term)
 	}
 }

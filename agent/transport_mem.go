@@ -36,6 +36,8 @@ type MemNetwork struct {
 	isolated map[string]bool
 	down     map[string]bool
 	dropped  int
+	reports  bool           // ReportDisconnects
+	conns    map[string]int // member -> its connection's number, counted up at each reconnection
 }
 
 type memLink struct{ from, to string }
@@ -47,7 +49,20 @@ func NewMemNetwork() *MemNetwork {
 		cut:      make(map[memLink]bool),
 		isolated: make(map[string]bool),
 		down:     make(map[string]bool),
+		conns:    make(map[string]int),
 	}
+}
+
+// ReportDisconnects makes the network act as a NATS server with the fast
+// path does: a member's connection has an identity (ConnID) that its
+// heartbeats announce, and Disconnect tells the member its connection
+// dropped and tells every other member, as the server's advisory would,
+// that this connection closed. Without it the network reports nothing and
+// failures are found by missed heartbeats alone.
+func (n *MemNetwork) ReportDisconnects() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.reports = true
 }
 
 // Join attaches member id to the network and returns its transport. Joining
@@ -61,6 +76,7 @@ func (n *MemNetwork) Join(id string) *MemTransport {
 	}
 	t := &MemTransport{net: n, id: id, inbox: make(chan election.Message, MemInboxSize)}
 	n.nodes[id] = t
+	n.conns[id]++ // a new connection
 	return t
 }
 
@@ -92,19 +108,49 @@ func (n *MemNetwork) Isolate(id string) {
 // Disconnect takes id's transport off the bus until Heal: it reports
 // Connected false, its Sends fail, and nothing reaches it, as with a NATS
 // connection that is down and has no reconnect buffer.
+//
+// With ReportDisconnects, id's bus learns at once that its connection
+// dropped, and every other member's bus that id's connection closed.
 func (n *MemNetwork) Disconnect(id string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.down[id] {
+		return
+	}
 	n.down[id] = true
+	if !n.reports {
+		return
+	}
+	conn := n.connIDLocked(id)
+	for other, t := range n.nodes {
+		if t.reports == nil {
+			continue
+		}
+		if other == id {
+			t.reports.Disconnected()
+		} else {
+			t.reports.Offer(Input{Kind: InputMemberGone, Member: id, Conn: conn})
+		}
+	}
 }
 
-// Heal restores every link cut by Cut, CutOneWay, Isolate and Disconnect.
+// Heal restores every link cut by Cut, CutOneWay, Isolate and Disconnect;
+// a member that was disconnected comes back on a new connection.
 func (n *MemNetwork) Heal() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	clear(n.cut)
 	clear(n.isolated)
+	for id := range n.down {
+		n.conns[id]++
+	}
 	clear(n.down)
+}
+
+// connIDLocked names member id's current connection, as a NATS server's
+// id and client id name one.
+func (n *MemNetwork) connIDLocked(id string) string {
+	return fmt.Sprintf("mem/%s.%d", id, n.conns[id])
 }
 
 // Dropped returns how many deliveries were lost to a full inbox so far.
@@ -121,10 +167,11 @@ func (n *MemNetwork) reachable(from, to string) bool {
 
 // MemTransport is one member's Transport on a MemNetwork.
 type MemTransport struct {
-	net    *MemNetwork
-	id     string
-	inbox  chan election.Message
-	closed bool // guarded by net.mu
+	net     *MemNetwork
+	id      string
+	inbox   chan election.Message
+	closed  bool     // guarded by net.mu
+	reports *Mailbox // with ReportDisconnects: the bus's mailbox (guarded by net.mu)
 }
 
 var _ Transport = (*MemTransport)(nil)
@@ -185,6 +232,26 @@ func (n *MemNetwork) deliverLocked(from string, to *MemTransport, m election.Mes
 	default:
 		n.dropped++
 	}
+}
+
+// ConnID names the transport's connection while it is up, with
+// ReportDisconnects ("" otherwise): a leader's heartbeats announce it.
+func (t *MemTransport) ConnID() string {
+	t.net.mu.Lock()
+	defer t.net.mu.Unlock()
+	if !t.net.reports || t.closed || t.net.down[t.id] {
+		return ""
+	}
+	return t.net.connIDLocked(t.id)
+}
+
+// reportTo makes the network's reports about connections reach mb; it
+// reports whether the network makes any (ReportDisconnects).
+func (t *MemTransport) reportTo(mb *Mailbox) bool {
+	t.net.mu.Lock()
+	defer t.net.mu.Unlock()
+	t.reports = mb
+	return t.net.reports
 }
 
 // Inbox returns the delivered messages; it is closed by Close.
