@@ -18,6 +18,14 @@ import (
 // ErrNotLeader is returned by Resign and Transfer on an agent that does not lead.
 var ErrNotLeader = election.ErrNotLeader
 
+// ErrHandoverNotAnnounced is returned by Resign and Transfer when this
+// agent stopped leading but did not announce the handover, because its
+// leader's work (OnStartedLeading, the duty) had not returned within the
+// release wait (WithReleaseWait): the members elect a successor once they
+// miss its heartbeats, D after the last one, and not the nominee in
+// particular.
+var ErrHandoverNotAnnounced = errors.New("agent: stopped leading but did not announce the handover: the leader's work was still running at the end of the release wait; the members elect a successor once they miss the heartbeats")
+
 // ErrNotRunning is returned by calls that need the agent's loop when Run has
 // not started or has returned.
 var ErrNotRunning = errors.New("agent: not running")
@@ -114,6 +122,7 @@ type loopState struct {
 	startTerm   uint64 // the persisted term at start (MaxTermJump)
 	algGuard    *algorithmGuard
 	nonces      map[string]uint64 // signed handover requests of this term (freshRequest)
+	withheld    bool              // a RESIGN was withheld since handOver began (see release)
 }
 
 // statusSnapshot is the core's status as of the loop's last Ready.
@@ -441,8 +450,12 @@ func (a *Agent) onInput(in Input) error {
 // leading, no such member); err a failure to persist.
 func (a *Agent) handOver(nominee string) (herr, err error) {
 	herr = a.node.Resign(nominee)
+	a.core.withheld = false
 	if err = a.process(); err == nil {
 		a.flush()
+	}
+	if herr == nil && a.core.withheld {
+		herr = ErrHandoverNotAnnounced
 	}
 	return herr, err
 }
@@ -620,6 +633,7 @@ func (a *Agent) process() error {
 			a.stopLeading("lost leadership")
 		}
 	}
+	a.core.withheld = a.core.withheld || withhold
 	a.sendReady(rd, withhold)
 	a.lease.term.Store(rd.Term)
 	a.m.term.Set(float64(rd.Term))

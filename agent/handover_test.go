@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -168,5 +169,43 @@ func TestHandoverStopsLeadingBeforeRESIGNLeaves(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestTransferWhoseWorkDidNotStopSaysSo: a leader whose work is still
+// running when its release wait ends stops leading but withholds the
+// handover (the members elect once they miss its heartbeats); Transfer then
+// says so instead of reporting a handover that was never announced.
+func TestTransferWhoseWorkDidNotStopSaysSo(t *testing.T) {
+	synctest.Test(t, testTransferWhoseWorkDidNotStopSaysSo)
+}
+
+func testTransferWhoseWorkDidNotStopSaysSo(t *testing.T) {
+	stuck := make(chan struct{}) // the leader's work ignores its context until the test ends
+	_, agents, stop := runSite(t, 3, 100*time.Millisecond, siteSetup{opts: func(string) []Option {
+		return []Option{WithReleaseWait(30 * time.Millisecond), WithCallbacks(Callbacks{
+			OnStartedLeading: func(context.Context, uint64) { <-stuck },
+		})}
+	}})
+	defer stop()
+	defer close(stuck)
+	ids := []string{"gw1", "gw2", "gw3"}
+	waitFor(t, 5*time.Second, "a leader", func() bool { return agreedLeader(agents, ids...) != "" })
+	leader := agents[agreedLeader(agents, ids...)]
+	to := "gw1"
+	if leader.cfg.ID == to {
+		to = "gw2"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := leader.Transfer(ctx, to)
+	if !errors.Is(err, ErrHandoverNotAnnounced) {
+		t.Fatalf("Transfer = %v, want ErrHandoverNotAnnounced", err)
+	}
+	if leader.IsLeader() {
+		t.Fatal("the leader still leads after a withheld handover")
+	}
+	if agents[to].IsLeader() {
+		t.Fatalf("%s leads at once although the handover to it was never announced", to)
 	}
 }
