@@ -40,13 +40,15 @@ const usage = `edge-agent: leader election for the gateways of an edge site, ove
 
 Usage:
   edge-agent run --config FILE [flags]       run this gateway's agent (see run -h)
-  edge-agent status [--json] --nats-url URL --group G
+  edge-agent status [--json] [--wait D] --nats-url URL --group G
                                              ask every agent of a group who leads
+                                             (--wait: until they agree on a leader)
   edge-agent resign --nats-url URL --group G the leader steps down and hands over
   edge-agent transfer ID --nats-url URL --group G
                                              the leader hands over to member ID
-  edge-agent watch [--json] --nats-url URL --group G
+  edge-agent watch [--json] [--count N] --nats-url URL --group G
                                              stream the group's leader changes
+                                             (--count: exit after N changes)
   edge-agent demo [--gateways N] [--heartbeat D]
                                              a whole local site: election and failover
   edge-agent check-config --config FILE      validate a config file
@@ -61,7 +63,7 @@ the NATS credential flags of run (--nats-user, --nats-password, --nats-token,
 --nats-nkey-seed, --nats-creds, --nats-tls-ca, --nats-tls-cert, --nats-tls-key);
 in a group that signs (member_keys), --signing-seed FILE (a member's or an
 operator's key; default --nats-nkey-seed) signs the requests and
---member-keys ID=KEY,... verifies the answers.
+--member-keys ID=KEY,... verifies the answers. Every command's -h lists its flags.
 `
 
 func main() {
