@@ -16,17 +16,24 @@ import (
 // status reports; notes about answers that could not be verified go to
 // stderr. It fails when no agent answered.
 //
-// With wait > 0 it asks again, every quarter second or so, until the agents
+// With wait > 0 it connects and asks again, every quarter second or so, until the agents
 // that answer agree on a leader that answers as leader (agreedLeader), and
 // prints that last round; when wait passes first, it prints the last round
 // and fails saying what was missing.
 func Status(o *Options, wait time.Duration, stdout, stderr io.Writer) error {
+	deadline := time.Now().Add(wait)
 	nc, err := o.connect()
+	for err != nil && time.Until(deadline) > 0 {
+		// With --wait, a bus not up yet (an agent that embeds it just
+		// started) is waited for too.
+		t := time.NewTimer(min(time.Until(deadline), 250*time.Millisecond))
+		<-t.C
+		nc, err = o.connect()
+	}
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	deadline := time.Now().Add(wait)
 	var (
 		v       *verifier
 		answers statusAnswers
