@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,10 +16,12 @@ import (
 
 // Handover asks the leader to resign (nominee "") or to transfer its
 // leadership to nominee, and prints the leader's answer to stdout; notes
-// about answers that could not be verified go to stderr. When the command
-// signs, it first asks for the group's status to learn the leader and its
-// term, and names them in the request: the leader refuses a request for any
-// other leadership, so a captured one cannot be played back.
+// about answers that could not be verified go to stderr. It first asks for
+// the group's status to learn the leader and its term: it fails, sending
+// nothing, when no leader answers, when nominee leads already or is not a
+// member. When the command signs, it names the leader and term in the
+// request: the leader refuses a request for any other leadership, so a
+// captured one cannot be played back.
 func Handover(o *Options, nominee string, stdout, stderr io.Writer) error {
 	nc, err := o.connect()
 	if err != nil {
@@ -26,12 +30,18 @@ func Handover(o *Options, nominee string, stdout, stderr io.Writer) error {
 	defer nc.Close()
 	v := &verifier{keys: o.memberKeys}
 	req := agent.ControlRequest{Nominee: nominee}
-	if o.signer != nil {
-		if err := o.nameLeader(nc, v, &req, stderr); err != nil {
-			return err
-		}
+	if err := o.nameLeader(nc, v, &req, stderr); err != nil {
+		return err
+	}
+	leader := req.Leader
+	if o.signer == nil {
+		// Unsigned, the request names no leadership (as before signing).
+		req.Leader, req.Term = "", 0
 	}
 	r, err := o.askLeader(nc, v, req, stderr)
+	if errors.Is(err, errNoAnswer) {
+		return fmt.Errorf("the leader %s of group %q did not answer within %s (it may have just stepped down: try again, or edge-agent status --wait 10s)", leader, o.group, o.timeout+2*time.Second)
+	}
 	if err != nil {
 		return err
 	}
@@ -48,24 +58,51 @@ func Handover(o *Options, nominee string, stdout, stderr io.Writer) error {
 }
 
 // nameLeader asks for the group's status and names the leader that
-// answered, its term and a fresh nonce in req.
+// answered, its term and a fresh nonce in req; it fails when no leader
+// answered, or when the nominee leads already or is not a member.
 func (o *Options) nameLeader(nc *nats.Conn, v *verifier, req *agent.ControlRequest, stderr io.Writer) error {
 	answers, err := collectStatus(nc, o, v)
 	if err != nil {
 		return err
 	}
-	for _, r := range answers.reports {
+	var lead *agent.StatusReport
+	for i, r := range answers.reports {
 		if r.Role == "leader" && r.ID == r.Leader {
-			req.Leader, req.Term = r.ID, r.Term
+			lead = &answers.reports[i]
 		}
 	}
-	if req.Leader == "" {
+	if lead == nil {
 		printNotes(stderr, o.cmd, v)
-		return o.noLeaderError()
+		return o.noLeaderError(len(answers.reports))
 	}
-	req.Nonce = o.number()
+	req.Leader, req.Term = lead.ID, lead.Term
+	if n := req.Nominee; n != "" {
+		if n == lead.ID {
+			printNotes(stderr, o.cmd, v)
+			return fmt.Errorf("%s is the leader of group %q already (term %d): nothing to transfer", n, o.group, lead.Term)
+		}
+		members := []string{lead.ID}
+		found := false
+		for _, m := range lead.Members {
+			found = found || m.ID == n
+			if m.ID != lead.ID {
+				members = append(members, m.ID)
+			}
+		}
+		if !found {
+			printNotes(stderr, o.cmd, v)
+			sort.Strings(members)
+			return fmt.Errorf("%q is not a member of group %q (members: %s)", n, o.group, strings.Join(members, ", "))
+		}
+	}
+	if o.signer != nil {
+		req.Nonce = o.number()
+	}
 	return nil
 }
+
+// errNoAnswer: the leader did not answer a control request in time.
+var errNoAnswer = errors.New("no answer from the leader")
 
 // askLeader sends req and returns the first answer that verifies: a forged
 // one is noted and skipped.
@@ -107,12 +144,17 @@ func (o *Options) askLeader(nc *nats.Conn, v *verifier, req agent.ControlRequest
 			return got, nil
 		case <-deadline.C:
 			printNotes(stderr, o.cmd, v)
-			return r, o.noLeaderError()
+			return r, errNoAnswer
 		}
 	}
 }
 
-// noLeaderError says that no leader answered, and the usual reason.
-func (o *Options) noLeaderError() error {
-	return fmt.Errorf("no leader of group %q answered within %s%s", o.group, o.timeout, o.noAnswerHint())
+// noLeaderError says that no leader answered, and the usual reason: no
+// leader elected yet when some agents answered, else a group that answers
+// only signed requests.
+func (o *Options) noLeaderError(answered int) error {
+	if answered > 0 {
+		return fmt.Errorf("no leader of group %q answered within %s: %d agent(s) answered, none as leader: is a leader elected? try edge-agent status --wait 10s", o.group, o.timeout, answered)
+	}
+	return fmt.Errorf("no agent of group %q answered within %s: are its agents running? try edge-agent status --wait 10s%s", o.group, o.timeout, o.noAnswerHint())
 }

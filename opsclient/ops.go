@@ -2,6 +2,7 @@ package opsclient
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,6 +44,13 @@ type Options struct {
 	number func() string
 }
 
+// HelpError is ParseFlags' answer to -h or --help: Flags lists the
+// command's flags (flag.FlagSet.PrintDefaults). It wraps flag.ErrHelp.
+type HelpError struct{ Flags string }
+
+func (e *HelpError) Error() string { return "help requested" }
+func (e *HelpError) Unwrap() error { return flag.ErrHelp }
+
 // ParseFlags parses the flags of command name, shared by status, resign,
 // transfer and watch; withJSON adds --json, and extra may add a command's
 // own flags to the set. Its errors start with name.
@@ -66,12 +74,22 @@ func ParseFlags(name string, args []string, withJSON bool, extra ...func(*flag.F
 	fs.StringVar(&o.signingSeed, "signing-seed", "", "nkey seed file that signs the requests: a member's or an operator's (operator_keys)")
 	memberKeys := fs.String("member-keys", "", "the members' public keys, ID=KEY,...: answers are verified against them")
 	if withJSON {
-		fs.BoolVar(&o.json, "json", false, "print a JSON array of the agents' status")
+		what := "print a JSON array of the agents' status"
+		if name == "watch" {
+			what = "print one JSON object per line: who leads now, then each leader change"
+		}
+		fs.BoolVar(&o.json, "json", false, what)
 	}
 	for _, f := range extra {
 		f(fs)
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			var b strings.Builder
+			fs.SetOutput(&b)
+			fs.PrintDefaults()
+			return nil, &HelpError{Flags: b.String()}
+		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if fs.NArg() > 0 {

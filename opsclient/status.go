@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/edge-agent/edge-agent/agent"
 )
@@ -14,16 +15,54 @@ import (
 // a table with a summary line, or with --json an array of the agents'
 // status reports; notes about answers that could not be verified go to
 // stderr. It fails when no agent answered.
-func Status(o *Options, stdout, stderr io.Writer) error {
+//
+// With wait > 0 it connects and asks again, every quarter second or so, until the agents
+// that answer agree on a leader that answers as leader (agreedLeader), and
+// prints that last round; when wait passes first, it prints the last round
+// and fails saying what was missing.
+func Status(o *Options, wait time.Duration, stdout, stderr io.Writer) error {
+	deadline := time.Now().Add(wait)
 	nc, err := o.connect()
+	for err != nil && time.Until(deadline) > 0 {
+		// With --wait, a bus not up yet (an agent that embeds it just
+		// started) is waited for too.
+		t := time.NewTimer(min(time.Until(deadline), 250*time.Millisecond))
+		<-t.C
+		nc, err = o.connect()
+	}
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	v := &verifier{keys: o.memberKeys}
-	answers, err := collectStatus(nc, o, v)
-	if err != nil {
-		return err
+	var (
+		v       *verifier
+		answers statusAnswers
+		waitErr error
+	)
+	for {
+		v = &verifier{keys: o.memberKeys}
+		round := *o
+		if rem := time.Until(deadline); wait > 0 && rem < round.timeout {
+			round.timeout = max(rem, 100*time.Millisecond)
+		}
+		answers, err = collectStatus(nc, &round, v)
+		if err != nil {
+			return err
+		}
+		if wait == 0 {
+			break
+		}
+		why, ok := agreedLeader(answers.reports)
+		if ok {
+			break
+		}
+		rem := time.Until(deadline)
+		if rem <= 0 {
+			waitErr = fmt.Errorf("no agreed leader of group %q within --wait %s: %s", o.group, wait, why)
+			break
+		}
+		t := time.NewTimer(min(rem, 250*time.Millisecond))
+		<-t.C
 	}
 	reports := answers.reports
 	printNotes(stderr, "status", v)
@@ -38,9 +77,49 @@ func Status(o *Options, stdout, stderr io.Writer) error {
 		printStatusTable(stdout, o.group, reports)
 	}
 	if len(reports) == 0 {
-		return fmt.Errorf("no agent of group %q answered within %s%s", o.group, o.timeout, o.noAnswerHint())
+		what := fmt.Sprintf("within %s", o.timeout)
+		if wait > 0 {
+			what = fmt.Sprintf("within --wait %s", wait)
+		}
+		return fmt.Errorf("no agent of group %q answered %s%s", o.group, what, o.noAnswerHint())
 	}
-	return nil
+	return waitErr
+}
+
+// agreedLeader reports whether every agent that answered names the same
+// leader and that leader answered as leader; if not, it says why.
+func agreedLeader(reports []agent.StatusReport) (string, bool) {
+	if len(reports) == 0 {
+		return "no agent answered", false
+	}
+	named := map[string]int{}
+	none := 0
+	for _, r := range reports {
+		if r.Leader == "" {
+			none++
+		} else {
+			named[r.Leader]++
+		}
+	}
+	switch {
+	case len(named) > 1:
+		return fmt.Sprintf("the agents disagree: %d leaders reported by %d agent(s)", len(named), len(reports)), false
+	case len(named) == 0:
+		return fmt.Sprintf("%d agent(s) answered, none knows a leader (an election under way, or no quorum)", len(reports)), false
+	case none > 0:
+		for l := range named {
+			return fmt.Sprintf("%d agent(s) name %s, %d know no leader yet", named[l], l, none), false
+		}
+	}
+	for l := range named {
+		for _, r := range reports {
+			if r.ID == l && r.Role == "leader" {
+				return "", true
+			}
+		}
+		return fmt.Sprintf("the agents name %s, which did not answer as leader", l), false
+	}
+	return "", false
 }
 
 func printStatusTable(w io.Writer, group string, reports []agent.StatusReport) {
@@ -62,7 +141,7 @@ func printStatusTable(w io.Writer, group string, reports []agent.StatusReport) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tROLE\tLEADER\tTERM\tQUORUM\tALGORITHM\tVERSION")
 	for _, r := range reports {
-		q := fmt.Sprintf("%d/%d", r.Quorum.Live, r.Quorum.Size)
+		q := fmt.Sprintf("%d live / %d needed", r.Quorum.Live, r.Quorum.Size)
 		if !r.Quorum.OK {
 			q += " LOST"
 		}

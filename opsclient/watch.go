@@ -20,8 +20,8 @@ import (
 // Watch streams a group's leader changes as the agents see them to stdout:
 // it subscribes to the group's events subject (agent.EventsSubject), prints
 // the current state from a status request, then one line per event (one
-// JSON object per line with --json) until ctx ends, or until count events
-// were printed (0: no limit). Once the stream starts, SIGINT and SIGTERM
+// JSON object per line with --json) until ctx ends, or until the group's
+// leader changed count times (0: no limit), once the new leader is named. Once the stream starts, SIGINT and SIGTERM
 // end it too, with no error.
 //
 // With the members' keys (--config or --member-keys), an event counts only
@@ -61,7 +61,7 @@ func Watch(ctx context.Context, o *Options, count int, stdout, stderr io.Writer)
 	closed := make(chan struct{})
 	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
 	var lastQuery time.Time
-	for count == 0 || w.printed < count {
+	for count == 0 || w.changes < count {
 		select {
 		case <-ctx.Done():
 			return nil
@@ -83,14 +83,11 @@ func Watch(ctx context.Context, o *Options, count int, stdout, stderr io.Writer)
 	return nil
 }
 
-// start asks for the group's status, unless the watch prints JSON and has
-// no keys to check events with: the answers' numbering marks the events
-// before them as history, and the text output starts with who leads.
+// start asks for the group's status and prints who leads now (a line of
+// text, or with --json a WatchStart object): the answers' numbering marks
+// the events before them as history, and the leader they agree on is the
+// one the changes counted by --count start from.
 func (w *eventWatch) start(nc *nats.Conn) error {
-	if w.o.json && w.v.keys == nil {
-		w.flushNotes()
-		return nil
-	}
 	answers, err := collectStatus(nc, w.o, w.v)
 	if err != nil {
 		return err
@@ -99,10 +96,47 @@ func (w *eventWatch) start(nc *nats.Conn) error {
 	for id, num := range answers.nums {
 		w.known[id] = num // the changes before the answer are history
 	}
-	if !w.o.json {
+	leaders := map[string]uint64{}
+	for _, r := range answers.reports {
+		if r.Leader != "" && r.Term > leaders[r.Leader] {
+			leaders[r.Leader] = r.Term
+		}
+		w.term = max(w.term, r.Term)
+	}
+	if len(leaders) == 1 {
+		for l, t := range leaders {
+			w.leader, w.term = l, t
+		}
+	}
+	if w.o.json {
+		ws := WatchStart{Start: true, Group: w.o.group, Leader: w.leader, Term: w.term, Agents: len(answers.reports), Time: time.Now().UTC()}
+		if len(leaders) > 1 {
+			for l := range leaders {
+				ws.Leaders = append(ws.Leaders, l)
+			}
+			sort.Strings(ws.Leaders)
+		}
+		b, _ := json.Marshal(ws)
+		fmt.Fprintf(w.out, "%s\n", b)
+	} else {
 		printWatchHeader(w.out, w.o.group, answers.reports)
 	}
 	return nil
+}
+
+// WatchStart is the first line of `watch --json`: who leads when the watch
+// starts, as the agents that answered its status request say. Start is
+// always true (the LeaderChange lines that follow have no "start" field).
+type WatchStart struct {
+	Start bool   `json:"start"`
+	Group string `json:"group"`
+	// Leader is the leader the agents name, "" when none names one or
+	// they disagree (Leaders then lists the ones they name).
+	Leader  string    `json:"leader"`
+	Leaders []string  `json:"leaders,omitempty"`
+	Term    uint64    `json:"term"`
+	Agents  int       `json:"agents"`
+	Time    time.Time `json:"time"`
 }
 
 // heldEvent is an event of an epoch not confirmed yet.
@@ -113,12 +147,16 @@ type heldEvent struct {
 
 // eventWatch decides which events to print (see cmdWatch).
 type eventWatch struct {
-	o       *Options
-	v       *verifier
-	known   map[string]wire.Numbering // member -> its epoch and the last event printed (or the status answer's number)
-	held    map[string][]heldEvent
-	printed int
-	count   int
+	o     *Options
+	v     *verifier
+	known map[string]wire.Numbering // member -> its epoch and the last event printed (or the status answer's number)
+	held  map[string][]heldEvent
+	count int
+	// leader and term are the group's leader as last known, and changes
+	// how many times it changed since the watch started (--count).
+	leader  string
+	term    uint64
+	changes int
 	out     io.Writer
 	errOut  io.Writer
 }
@@ -197,7 +235,13 @@ func (w *eventWatch) print(c agent.LeaderChange) {
 		fmt.Fprintf(w.out, "%s  %-12s leader %s -> %s  term %d  (#%d)\n",
 			c.Time.Local().Format("15:04:05.000"), c.ID, dash(c.Previous), dash(c.Leader), c.Term, c.Seq)
 	}
-	w.printed++
+	// A leader named in a term not older than the last known leader's
+	// is a change of the group's leader; the other agents' lines about
+	// the same change, and stale ones, are not.
+	if c.Leader != "" && c.Leader != w.leader && c.Term >= w.term {
+		w.leader, w.term = c.Leader, c.Term
+		w.changes++
+	}
 }
 
 // flushNotes writes the verifier's notes once.

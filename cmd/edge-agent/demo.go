@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,6 +41,9 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	algo := fs.String("algorithm", agent.AlgorithmBully, "election algorithm")
 	verbose := fs.Bool("v", false, "show the agents' logs")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return printHelp(stdout, "edge-agent demo [--gateways N] [--heartbeat D] [--algorithm bully|ring] [-v]", "", fs)
+		}
 		fmt.Fprintf(stderr, "edge-agent demo: %v\n", err)
 		return exitUsage
 	}

@@ -40,13 +40,15 @@ const usage = `edge-agent: leader election for the gateways of an edge site, ove
 
 Usage:
   edge-agent run --config FILE [flags]       run this gateway's agent (see run -h)
-  edge-agent status [--json] --nats-url URL --group G
+  edge-agent status [--json] [--wait D] --nats-url URL --group G
                                              ask every agent of a group who leads
+                                             (--wait: until they agree on a leader)
   edge-agent resign --nats-url URL --group G the leader steps down and hands over
   edge-agent transfer ID --nats-url URL --group G
                                              the leader hands over to member ID
-  edge-agent watch [--json] --nats-url URL --group G
+  edge-agent watch [--json] [--count N] --nats-url URL --group G
                                              stream the group's leader changes
+                                             (--count: exit after N changes)
   edge-agent demo [--gateways N] [--heartbeat D]
                                              a whole local site: election and failover
   edge-agent check-config --config FILE      validate a config file
@@ -61,7 +63,7 @@ the NATS credential flags of run (--nats-user, --nats-password, --nats-token,
 --nats-nkey-seed, --nats-creds, --nats-tls-ca, --nats-tls-cert, --nats-tls-key);
 in a group that signs (member_keys), --signing-seed FILE (a member's or an
 operator's key; default --nats-nkey-seed) signs the requests and
---member-keys ID=KEY,... verifies the answers.
+--member-keys ID=KEY,... verifies the answers. Every command's -h lists its flags.
 `
 
 func main() {
@@ -76,17 +78,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd, rest := args[0], args[1:]
 	switch cmd {
 	case "run":
-		return cmdRun(rest, stderr)
+		return cmdRun(rest, stdout, stderr)
 	case "status":
 		return cmdStatus(rest, stdout, stderr)
 	case "resign":
-		return cmdHandover(rest, "", stdout, stderr)
+		return cmdHandover(rest, "resign", "", stdout, stderr)
 	case "transfer":
+		if len(rest) > 0 && isHelp(rest[0]) {
+			return cmdHandover(rest, "transfer", "", stdout, stderr)
+		}
 		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
 			fmt.Fprintln(stderr, "edge-agent transfer: give the member ID first: edge-agent transfer ID --nats-url URL --group G")
 			return exitUsage
 		}
-		return cmdHandover(rest[1:], rest[0], stdout, stderr)
+		return cmdHandover(rest[1:], "transfer", rest[0], stdout, stderr)
 	case "watch":
 		return cmdWatch(rest, stdout, stderr)
 	case "demo":
@@ -104,6 +109,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "edge-agent: unknown command %q\n\n%s", cmd, usage)
 	return exitUsage
+}
+
+// isHelp tells whether arg asks for a command's usage.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "--help" || arg == "-help"
+}
+
+// printHelp writes a command's usage for -h: its synopsis and its flags
+// (flags, as flag.FlagSet.PrintDefaults prints them, or fs's).
+func printHelp(w io.Writer, synopsis, flags string, fs *flag.FlagSet) int {
+	if fs != nil {
+		var b strings.Builder
+		fs.SetOutput(&b)
+		fs.PrintDefaults()
+		flags = b.String()
+	}
+	fmt.Fprintf(w, "usage: %s\n\nflags:\n%s", synopsis, flags)
+	return exitOK
 }
 
 func newLogger(w io.Writer, format, level string) *slog.Logger {
@@ -128,12 +151,13 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 	return slog.New(edge.NewLimitedHandler(h))
 }
 
-func cmdRun(args []string, stderr io.Writer) int {
+func cmdRun(args []string, stdout, stderr io.Writer) int {
 	rc, err := config.Load(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			config.Usage(stderr)
-			return exitOK
+			var b strings.Builder
+			config.Usage(&b)
+			return printHelp(stdout, "edge-agent run --config FILE [flags] (flags override the file)", b.String(), nil)
 		}
 		fmt.Fprintf(stderr, "edge-agent: %v\n", err)
 		return exitUsage
@@ -163,6 +187,9 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	path := fs.String("config", "", "config file to check")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return printHelp(stdout, "edge-agent check-config --config FILE | check-config FILE", "", fs)
+		}
 		fmt.Fprintf(stderr, "edge-agent check-config: %v\n", err)
 		return exitUsage
 	}
@@ -204,7 +231,11 @@ func cmdResetTerm(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("state-dir", "", "the state directory, instead of --config")
 	term := fs.Uint64("term", 0, "the term to store")
 	force := fs.Bool("force", false, "set the term back although it is far from the bound")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || (*path == "") == (*dir == "") {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return printHelp(stdout, "edge-agent reset-term --config FILE | --state-dir DIR [--term N] [--force]", "", fs)
+	}
+	if err != nil || fs.NArg() > 0 || (*path == "") == (*dir == "") {
 		fmt.Fprintln(stderr, "edge-agent reset-term: usage: edge-agent reset-term --config FILE | --state-dir DIR [--term N] [--force]")
 		return exitUsage
 	}
