@@ -244,6 +244,7 @@ func run(o options) error {
 	var samples, seen []time.Duration
 	d := time.Duration(o.misses) * o.hb
 	restarted := time.Now()
+	var lastTransfer time.Time
 	// A member whose lease lapsed or that lost an election backs off for up
 	// to 45 H (30 H and +50% jitter) before it stands again, even after it
 	// has heard the winner; if it is the one the others expect to take
@@ -264,6 +265,14 @@ func run(o options) error {
 		// a crash right after a restart measures that wait, not failover.
 		// Each trial starts once every member has been up for D.
 		time.Sleep(d - time.Since(restarted))
+		// The group grants handovers on request at one per
+		// agent.HandoverPeriod(D) once a burst is spent, counting every
+		// request each agent saw (a new leader inherits the budget): pace
+		// the transfers at that rate, or the leader refuses them.
+		if o.mode == modeTransfer {
+			time.Sleep(agent.HandoverPeriod(d) - time.Since(lastTransfer))
+			lastTransfer = time.Now()
+		}
 		// Let the leader run a random part of a heartbeat period, so the
 		// fault lands at a random phase of the heartbeat cycle.
 		time.Sleep(o.hb + rand.N(o.hb))
