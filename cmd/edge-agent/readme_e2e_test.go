@@ -50,9 +50,17 @@ func TestE2EReadmeOneMachineSite(t *testing.T) {
 		t.Skip("needs unshare (util-linux)")
 	}
 	snippet := readmeSnippet(t, "To try it on one machine")
+	// The checkout may itself be under /tmp (CI clones there): it is bound
+	// to a mount point of its own before /tmp is replaced.
 	script := `set -eu
 ip link set lo up
+repo=$PWD
+mkdir -p /mnt
+mount -t tmpfs tmpfs /mnt
+mkdir /mnt/repo
+mount --bind "$repo" /mnt/repo
 mount -t tmpfs tmpfs /tmp
+cd /mnt/repo
 mkdir -p bin && mount -t tmpfs tmpfs bin
 trap 'kill $(jobs -p) 2>/dev/null || true; wait' EXIT
 ` + snippet + `
