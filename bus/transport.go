@@ -204,7 +204,7 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		// holds large messages only while that goroutine is starved.
 		raw:       make(chan *nats.Msg, 4096),
 		work:      make(chan *nats.Msg, max(c.InboxSize, 64)),
-		inbox:     make(chan election.Message, c.InboxSize),
+		inbox:     make(chan election.Message, inboxCap(c)),
 		done:      make(chan struct{}),
 		rates:     ratelimit.NewLimiter(rate, burst, len(members)),
 		start:     time.Now(),
@@ -237,6 +237,15 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		go t.challengeLoop(c.Heartbeat)
 	}
 	return t, nil
+}
+
+// inboxCap is the capacity of the transport's inbox: none when Deliver
+// takes the messages (a bus's mailbox holds them instead).
+func inboxCap(c NATSTransportConfig) int {
+	if c.Deliver != nil {
+		return 0
+	}
+	return c.InboxSize
 }
 
 // check fills c's defaults and checks it; it returns the members as a set.
