@@ -163,10 +163,10 @@ func (a *Agent) isMember(id string) bool {
 // H: half a tick, against the D it shortens.
 func routePoll(h time.Duration) time.Duration { return max(2*time.Millisecond, h/20) }
 
-// RouteCounter is what WatchRoutes uses, when a RouteWatcher has it, to
+// routeCounter is what WatchRoutes uses, when a RouteWatcher has it, to
 // look at the routes cheaply between full comparisons; the embedded server
 // has it.
-type RouteCounter interface{ NumRoutes() int }
+type routeCounter interface{ NumRoutes() int }
 
 // WatchRoutes reports to mb every route of w that closed: it polls w every
 // routePoll(h), and compares the routed servers when their number changed,
@@ -182,7 +182,7 @@ func WatchRoutes(w RouteWatcher, h time.Duration, mb *Mailbox, onBad func(string
 		defer close(stopped)
 		t := time.NewTicker(routePoll(h))
 		defer t.Stop()
-		rc, counts := w.(RouteCounter)
+		rc, counts := w.(routeCounter)
 		last, full := len(p.prev), time.Now()
 		for {
 			select {

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/election"
+	"github.com/edge-agent/edge-agent/internal/metricread"
 	"github.com/edge-agent/edge-agent/internal/poll"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -192,25 +192,9 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // (besides group); 0 when it has no such series.
 func counter(t *testing.T, a *agent.Agent, name string, want map[string]string) float64 {
 	t.Helper()
-	mfs, err := a.Registry().Gather()
+	v, _, err := metricread.Value(a.Registry(), name, want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				if l.GetName() != "group" {
-					got[l.GetName()] = l.GetValue()
-				}
-			}
-			if maps.Equal(got, want) || len(got) == 0 && len(want) == 0 {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return v
 }

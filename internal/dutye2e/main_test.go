@@ -15,6 +15,7 @@ import (
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/edge/dutyguard"
 	"github.com/edge-agent/edge-agent/election"
+	"github.com/edge-agent/edge-agent/internal/metricread"
 	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
@@ -155,30 +156,16 @@ func agreedLeader(agents map[string]*agent.Agent, ids ...string) string {
 	return l
 }
 
-// metric returns the value of the agent's one series of the gauge or
-// counter name, from its registry.
+// metric returns the value of the agent's series of the gauge or counter
+// name that has no label but the group, from its registry.
 func metric(t *testing.T, a *agent.Agent, name string) float64 {
 	t.Helper()
-	mfs, err := a.Registry().Gather()
+	v, found, err := metricread.Value(a.Registry(), name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		ms := mf.GetMetric()
-		if len(ms) != 1 {
-			t.Fatalf("%s has %d series, want 1", name, len(ms))
-		}
-		if g := ms[0].GetGauge(); g != nil {
-			return g.GetValue()
-		}
-		if c := ms[0].GetCounter(); c != nil {
-			return c.GetValue()
-		}
-		t.Fatalf("%s is neither a gauge nor a counter", name)
+	if !found {
+		t.Fatalf("no metric %s", name)
 	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return v
 }
