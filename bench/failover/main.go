@@ -167,6 +167,7 @@ func run(o options) error {
 	path := "heartbeats only"
 	bus := "one nats-server"
 	var site *harness.Site
+	var dead *deaths // the server's disconnect advisories (fast path, SIGKILL)
 	switch {
 	case o.cluster:
 		bus = "embedded nats-servers clustered by routes"
@@ -201,6 +202,21 @@ func run(o options) error {
 		}
 		defer ns.Shutdown()
 		site = harness.NewSite(bin, ns.ClientURL(), dir, o.n, args...)
+		if o.fast && o.mode == modeKill {
+			sys, err := nats.Connect(ns.ClientURL(), nats.Name("failoverbench-advisories"),
+				nats.UserInfo(harness.SystemUser, harness.SystemPassword))
+			if err != nil {
+				return err
+			}
+			defer sys.Close()
+			dead = &deaths{group: site.Group, at: map[string]time.Time{}}
+			if _, err := sys.Subscribe("$SYS.ACCOUNT.*.DISCONNECT", dead.add); err != nil {
+				return err
+			}
+			if err := sys.Flush(); err != nil {
+				return err
+			}
+		}
 	}
 	site.Journals = true
 	if o.verbose {
@@ -242,6 +258,7 @@ func run(o options) error {
 	fmt.Printf("failover of %d agent processes (%s), %s, H=%s k=%d (D=%s), mode=%s, detection: %s, poll %s\n",
 		o.n, o.algorithm, bus, o.hb, o.misses, time.Duration(o.misses)*o.hb, o.mode, path, o.poll)
 	var samples, seen []time.Duration
+	var gone, after []time.Duration // SIGKILL -> the server's advisory -> agreement
 	d := time.Duration(o.misses) * o.hb
 	restarted := time.Now()
 	var lastTransfer time.Time
@@ -294,6 +311,9 @@ func run(o options) error {
 			continue
 		}
 		fastBefore := fastSuspicions(site, site.Running())
+		if dead != nil {
+			dead.reset()
+		}
 		next, err := trial(site, nc, o.mode, cur, o.poll)
 		if err != nil {
 			return fmt.Errorf("trial %d: %w", i+1, err)
@@ -302,6 +322,12 @@ func run(o options) error {
 		samples = append(samples, took)
 		if at, ok := events.agreed(next.waitFor, next.Leader, next.Term, 2*time.Second); ok {
 			seen = append(seen, at.Sub(next.t0))
+		}
+		if dead != nil {
+			if at, ok := dead.first(cur.Leader); ok {
+				gone = append(gone, at.Sub(next.t0))
+				after = append(after, next.At.Sub(at))
+			}
 		}
 		// Which path the trial took: the survivors that acted on a fast-path
 		// report (edge_election_fast_suspicions_total went up); the others
@@ -336,6 +362,10 @@ func run(o options) error {
 	if len(seen) > 0 {
 		report(os.Stdout, "agents' own clocks (leader-change events)", seen)
 	}
+	if len(gone) > 0 {
+		report(os.Stdout, "SIGKILL -> the server's disconnect advisory (the process torn down; no agent can act earlier)", gone)
+		report(os.Stdout, "the server's disconnect advisory -> agreement (polling /status)", after)
+	}
 	site.Stop()
 	entries, err := journalcheck.ReadFiles(site.JournalPaths()...)
 	if err != nil {
@@ -355,6 +385,11 @@ func run(o options) error {
 		out.Note += fmt.Sprintf("; by the agents' own clocks (their leader-change events, free of the polling's delays) p50 %.1f ms, p99 %.1f ms over %d trials",
 			benchresult.Percentile(ms, 50), benchresult.Percentile(ms, 99), len(ms))
 	}
+	if len(gone) > 0 {
+		g, a := msOf(gone), msOf(after)
+		out.Note += fmt.Sprintf("; of which SIGKILL -> the server's disconnect advisory (the kernel tearing the process down: no agent can act earlier) p50 %.1f ms, p99 %.1f ms, and the advisory -> agreement p50 %.1f ms, p99 %.1f ms, over %d trials",
+			benchresult.Percentile(g, 50), benchresult.Percentile(g, 99), benchresult.Percentile(a, 50), benchresult.Percentile(a, 99), len(g))
+	}
 	if missedNominee > 0 {
 		out.Note += fmt.Sprintf("; %d transfers ended with another member than the nominee leading", missedNominee)
 	}
@@ -370,6 +405,52 @@ func run(o options) error {
 			rep.Overlaps, rep.DoubleVotes, rep.SplitTerms, rep.TermRegressions)
 	}
 	return nil
+}
+
+// deaths records when the server's disconnect advisory for a member's
+// connection reached the bench: the moment the server knew the connection
+// closed, the earliest any agent can act on a crash. For a SIGKILL it is
+// mostly the kernel tearing the process down (its sockets close last).
+type deaths struct {
+	mu    sync.Mutex
+	group string
+	at    map[string]time.Time // member id -> first advisory since reset
+}
+
+func (d *deaths) add(m *nats.Msg) {
+	var adv struct {
+		Client struct {
+			Name string `json:"name"`
+		} `json:"client"`
+	}
+	if json.Unmarshal(m.Data, &adv) != nil {
+		return
+	}
+	id, ok := strings.CutPrefix(adv.Client.Name, agent.ConnName(d.group, ""))
+	if !ok {
+		return
+	}
+	id = strings.TrimSuffix(id, agent.PresenceSuffix)
+	now := time.Now()
+	d.mu.Lock()
+	if _, seen := d.at[id]; !seen {
+		d.at[id] = now
+	}
+	d.mu.Unlock()
+}
+
+func (d *deaths) reset() {
+	d.mu.Lock()
+	d.at = map[string]time.Time{}
+	d.mu.Unlock()
+}
+
+// first returns when the first advisory about id arrived since reset.
+func (d *deaths) first(id string) (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	at, ok := d.at[id]
+	return at, ok
 }
 
 type outcome struct {
@@ -431,6 +512,16 @@ func trial(site *harness.Site, nc *nats.Conn, mode string, cur harness.Agreement
 		return outcome{}, aerr
 	}
 	return outcome{Agreement: next, t0: t0, waitFor: waitFor, nominee: nominee}, nil
+}
+
+// msOf returns ds in milliseconds, sorted.
+func msOf(ds []time.Duration) []float64 {
+	ms := make([]float64, len(ds))
+	for i, d := range ds {
+		ms[i] = benchresult.Ms(d)
+	}
+	slices.Sort(ms)
+	return ms
 }
 
 func report(w io.Writer, how string, samples []time.Duration) {
