@@ -65,6 +65,8 @@ type options struct {
 	serverBin string
 	settle    time.Duration
 	logPath   string
+	oldBin    string // members old run this binary (a site mid-upgrade)
+	old       string
 }
 
 func main() {
@@ -82,6 +84,8 @@ func main() {
 	flag.StringVar(&o.algorithm, "algorithm", "bully", "election algorithm of the agents (bully or ring)")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the samples to this file (benchresult JSON, for make bench)")
 	flag.DurationVar(&o.settle, "settle", -1, "how long after the last unfaulted election a trial may start (default 45 H + D, the backoff cap)")
+	flag.StringVar(&o.oldBin, "old-bin", "", "an edge-agent binary of an earlier build (e.g. a released protocol version) that the members -old run instead of this tree's: a site mid-upgrade")
+	flag.StringVar(&o.old, "old", "", "comma-separated member ids (gw1..gwN) that run -old-bin")
 	flag.BoolVar(&o.cluster, "cluster", false, "an offline site: every agent runs an embedded server, clustered with the others (with -fast the fast path is route closures; without it, heartbeats only)")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -219,6 +223,26 @@ func run(o options) error {
 		}
 	}
 	site.Journals = true
+	if o.old != "" {
+		if o.oldBin == "" {
+			return fmt.Errorf("-old needs -old-bin")
+		}
+		old := map[string]bool{}
+		for _, id := range strings.Split(o.old, ",") {
+			if !slices.Contains(site.IDs(), id) {
+				return fmt.Errorf("-old: %q is not one of %v", id, site.IDs())
+			}
+			old[id] = true
+		}
+		site.Command = func(id string) []string {
+			if old[id] {
+				return []string{o.oldBin}
+			}
+			return []string{bin}
+		}
+		out.Settings += fmt.Sprintf(", %s running %s", o.old, o.oldBin)
+		bus += fmt.Sprintf(", %s on %s", o.old, o.oldBin)
+	}
 	if o.verbose {
 		site.Log = os.Stderr
 	}
