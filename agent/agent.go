@@ -220,7 +220,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	if a.in.factory == nil {
 		a.in.factory = func(BusContext) (Bus, error) { return noBus{}, nil }
 	}
-	b, err := a.in.factory(BusContext{Config: a.cfg, Log: a.log, Routes: a.fast.routes, Fast: !a.fast.noFast})
+	b, err := a.in.factory(BusContext{Config: a.cfg, Log: a.log, Routes: a.fast.routes, Fast: !a.fast.noFast, Version: a.out.version})
 	if err != nil {
 		a.store.Close()
 		return nil, err
@@ -369,7 +369,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.store.Close()
 	inputs, err := a.in.bus.Open(BusHooks{
 		OnBad: a.m.badMessage, OnMessage: a.m.message, OnControl: a.m.control,
-		Status: a.Status, Watch: a.Watch,
+		Status: a.Status, Watch: a.Watch, OnProtocol: a.onProtocol, Alive: a.aliveMembers,
 	})
 	if err != nil {
 		return err
@@ -868,6 +868,7 @@ func (a *Agent) Status() StatusReport {
 		r.Members = append(r.Members, mr)
 	}
 	r.VIP = a.vipReport()
+	a.protocolReport(&r)
 	return r
 }
 
