@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/edge-agent/edge-agent/internal/harness"
+	"github.com/edge-agent/edge-agent/internal/poll"
+)
+
+// pageView is what the site page shows, read from its DOM and from the
+// state its script keeps (window.site).
+type pageView struct {
+	Leader  string `json:"leader"`  // the Leader card
+	Term    string `json:"term"`    // the Term card
+	Quorum  string `json:"quorum"`  // the Quorum card
+	Conn    string `json:"conn"`    // live / reconnecting
+	Loads   int    `json:"loads"`   // page loads in this tab
+	Updates int    `json:"updates"` // snapshots rendered
+	// Rows are the member table's rows: id -> the cells' text.
+	Rows map[string][]string `json:"rows"`
+	// Shown are the leaders the page showed, with the browser's time (ms
+	// since the epoch) it first showed each.
+	Shown []struct {
+		Leader string `json:"leader"`
+		Term   uint64 `json:"term"`
+		At     int64  `json:"at"`
+	} `json:"shown"`
+	Changes int `json:"changes"` // rows of the leader changes table
+	// Overflow is the page's width beyond the viewport (0: no sideways
+	// scrolling of the page at phone width).
+	Overflow int `json:"overflow"`
+}
+
+const readPage = `(function () {
+  var rows = {};
+  document.querySelectorAll("#members tr").forEach(function (tr) {
+    rows[tr.id.replace("member-", "")] = Array.prototype.map.call(tr.cells, function (c) { return c.textContent; });
+  });
+  var s = window.site || {};
+  return {
+    leader: document.getElementById("leader").textContent,
+    term: document.getElementById("term").textContent,
+    quorum: document.getElementById("quorum").textContent,
+    conn: document.getElementById("conn").textContent,
+    loads: s.loads || 0, updates: s.updates || 0, shown: s.shown || [], rows: rows,
+    changes: document.querySelectorAll("#changes tr").length,
+    overflow: document.documentElement.scrollWidth - window.innerWidth
+  };
+})()`
+
+// TestE2ESitePageInBrowser opens the site page of a follower of a
+// three-agent site in a real headless Chromium at phone width and checks
+// that it shows the leader, every member with its own role and version, and
+// follows a transfer and a SIGKILL of the leader within 1 s of each new
+// leader's election, without a reload. With EDGE_AGENT_SITE_SCREENSHOT=FILE
+// it also writes a screenshot of the page (make site-screenshot).
+func TestE2ESitePageInBrowser(t *testing.T) {
+	chromium := harness.RequireChromium(t)
+	ns, err := harness.StartNATSWithSystemAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	site := harness.NewSite(binary, ns.ClientURL(), t.TempDir(), 3, "--heartbeat", "100ms", "--preemption", "never",
+		"--nats-system-user", harness.SystemUser, "--nats-system-password", harness.SystemPassword)
+	defer site.Stop()
+	if err := site.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	first, err := site.WaitAgreement(site.IDs(), "", 0, 10*time.Millisecond, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Leader != "gw3" {
+		t.Fatalf("first leader %s, want gw3", first.Leader)
+	}
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true), chromedp.WindowSize(390, 844))
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
+	defer cancel()
+	// A phone: 390 CSS pixels wide.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2))); err != nil {
+		t.Fatalf("start %s: %v", chromium, err)
+	}
+	page := "http://" + site.Proc("gw1").HTTPAddr + "/"
+	if err := chromedp.Do(ctx, chromedp.Navigate(page)); err != nil {
+		t.Fatalf("open %s: %v", page, err)
+	}
+	read := func() (pageView, error) { return chromedp.Run(ctx, chromedp.Evaluate[pageView](readPage)) }
+	var v pageView
+	waitPage := func(what string, d time.Duration, ok func(pageView) (bool, string)) {
+		t.Helper()
+		poll.UntilWhy(t, d, what, func() (bool, string) {
+			var err error
+			if v, err = read(); err != nil {
+				return false, err.Error()
+			}
+			good, why := ok(v)
+			return good, fmt.Sprintf("%s; page shows %+v", why, v)
+		})
+	}
+	// Every member with its own role and version (the harness's binary
+	// reports version "dev"), the quorum, the first leader change.
+	waitPage("the page to show gw3 leading and every member's own answer", 15*time.Second, func(v pageView) (bool, string) {
+		want := map[string]string{"gw1": "follower", "gw2": "follower", "gw3": "leader"}
+		for id, role := range want {
+			r := v.Rows[id]
+			if len(r) < 5 || r[1] != role || r[2] != "alive" || r[4] != "dev" {
+				return false, fmt.Sprintf("row %s = %q, want %s, alive, version dev", id, r, role)
+			}
+		}
+		return v.Leader == "gw3" && v.Conn == "live" && v.Quorum == "3 live / 2 needed" && v.Changes >= 1, "summary"
+	})
+	if v.Overflow > 0 {
+		t.Errorf("the page is %d px wider than a 390 px phone screen", v.Overflow)
+	}
+	if v.Loads != 1 {
+		t.Fatalf("page loaded %d times", v.Loads)
+	}
+	if path := os.Getenv("EDGE_AGENT_SITE_SCREENSHOT"); path != "" {
+		screenshot(t, ctx, path)
+	}
+
+	// shownWithin checks that the page showed leader in term within 1 s of
+	// its election, dated by the new leader's own record of it.
+	shownWithin := func(what, leader string, term uint64, cause time.Time) {
+		t.Helper()
+		waitPage("the page to show "+leader, 10*time.Second, func(v pageView) (bool, string) {
+			return v.Leader == leader && v.Term == fmt.Sprint(term), "leader card"
+		})
+		var shownAt time.Time
+		for _, s := range v.Shown {
+			if s.Leader == leader && s.Term == term {
+				shownAt = time.UnixMilli(s.At)
+			}
+		}
+		elected := electedAt(t, site, leader, term)
+		lag := shownAt.Sub(elected)
+		t.Logf("site page: %s: %s elected in term %d %s after the %s, shown %s after its election (%s after the %s)",
+			what, leader, term, elected.Sub(cause).Round(time.Millisecond), what, lag.Round(time.Millisecond),
+			shownAt.Sub(cause).Round(time.Millisecond), what)
+		// The browser's clock is in milliseconds: allow for the rounding.
+		if shownAt.IsZero() || lag > time.Second || lag < -2*time.Millisecond {
+			t.Errorf("%s: the page showed %s %s after its election, want within 1s", what, leader, lag)
+		}
+		if v.Loads != 1 {
+			t.Errorf("%s: page loaded %d times: it must update without a reload", what, v.Loads)
+		}
+	}
+
+	// A transfer to gw2.
+	start := time.Now()
+	out, err := exec.Command(binary, "transfer", "gw2", "--nats-url", ns.ClientURL(), "--group", "site").CombinedOutput()
+	if err != nil {
+		t.Fatalf("transfer: %v\n%s", err, out)
+	}
+	second, err := site.WaitAgreement(site.IDs(), "gw3", first.Term, 10*time.Millisecond, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shownWithin("transfer", second.Leader, second.Term, start)
+
+	// SIGKILL of the leader: its row goes down, gw3 takes over.
+	start = time.Now()
+	if err := site.Kill(second.Leader); err != nil {
+		t.Fatal(err)
+	}
+	third, err := site.WaitAgreement([]string{"gw1", "gw3"}, second.Leader, second.Term, 10*time.Millisecond, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shownWithin("kill", third.Leader, third.Term, start)
+	waitPage("the killed leader's row to show it gone", 10*time.Second, func(v pageView) (bool, string) {
+		r := v.Rows[second.Leader]
+		return len(r) > 2 && r[1] == "no answer" && r[2] == "down", fmt.Sprintf("row %q", r)
+	})
+	if v.Loads != 1 || v.Updates < 3 {
+		t.Fatalf("after both changes: %d loads, %d updates; want 1 load and live updates", v.Loads, v.Updates)
+	}
+}
+
+// electedAt is when leader recorded its own election in term (its
+// status's leader_changes).
+func electedAt(t *testing.T, site *harness.Site, leader string, term uint64) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := site.Proc(leader).Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range st.LeaderChanges {
+		if c.Leader == leader && c.Term == term {
+			return c.Time
+		}
+	}
+	b, _ := json.Marshal(st.LeaderChanges)
+	t.Fatalf("%s's status records no election of its own in term %d: %s", leader, term, b)
+	return time.Time{}
+}
+
+// screenshot writes the whole page, as a PNG, to path.
+func screenshot(t *testing.T, ctx context.Context, path string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s, %d bytes", path, len(png))
+}
