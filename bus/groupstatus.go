@@ -23,18 +23,25 @@ func Expose(dst **Bus) Option {
 	}
 }
 
+// StatusAnswer is one agent's answer to GroupStatus and when it came (on
+// this gateway's clock: the members' wall clocks need not agree).
+type StatusAnswer struct {
+	Report agent.StatusReport
+	At     time.Time
+}
+
 // GroupStatus asks the other agents of the group for their status over
 // the agent's election connection, on the group's status control subject
-// as edge-agent status does, and returns the answers that came before
-// every other member answered, timeout passed or ctx ended, sorted by id.
-// The agent's own answer is not among them: the connection does not
-// receive what it publishes (NoEcho), and the caller has the agent's
-// status at hand. In a group
-// that signs, the request is signed with this member's key (the agents
-// answer members) and only answers signed by the member they name count.
-// Each call costs every agent one status request
-// (edge_election_control_requests_total{verb="status"}).
-func (b *Bus) GroupStatus(ctx context.Context, timeout time.Duration) ([]agent.StatusReport, error) {
+// as edge-agent status does, and returns the answers that came before the
+// members named in wait (nil: every other member) answered, timeout passed
+// or ctx ended, sorted by id. Answers of members not in wait count too
+// while it waits. The agent's own answer is not among them: the connection
+// does not receive what it publishes (NoEcho), and the caller has the
+// agent's status at hand. In a group that signs, the request is signed
+// with this member's key (the agents answer members) and only answers
+// signed by the member they name count. Each call costs every agent one
+// status request (edge_election_control_requests_total{verb="status"}).
+func (b *Bus) GroupStatus(ctx context.Context, timeout time.Duration, wait []string) ([]StatusAnswer, error) {
 	cfg := b.c.Config
 	inbox := b.nc.NewRespInbox()
 	ch := make(chan *nats.Msg, 2*len(cfg.Members)+8)
@@ -51,14 +58,23 @@ func (b *Bus) GroupStatus(ctx context.Context, timeout time.Duration) ([]agent.S
 		return nil, err
 	}
 	members := map[string]bool{}
+	pending := map[string]bool{}
 	for _, m := range cfg.Members {
 		members[m.ID] = m.ID != cfg.ID
+		if m.ID != cfg.ID && wait == nil {
+			pending[m.ID] = true
+		}
+	}
+	for _, id := range wait {
+		if members[id] {
+			pending[id] = true
+		}
 	}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	var out []agent.StatusReport
+	var out []StatusAnswer
 	seen := map[string]bool{}
-	for len(out) < len(members)-1 {
+	for len(pending) > 0 {
 		select {
 		case m := <-ch:
 			var r agent.StatusReport
@@ -69,7 +85,8 @@ func (b *Bus) GroupStatus(ctx context.Context, timeout time.Duration) ([]agent.S
 				continue
 			}
 			seen[r.ID] = true
-			out = append(out, r)
+			delete(pending, r.ID)
+			out = append(out, StatusAnswer{Report: r, At: time.Now()})
 		case <-deadline.C:
 			return sortReports(out), nil
 		case <-ctx.Done():
@@ -91,7 +108,7 @@ func (b *Bus) verifyAnswer(m *nats.Msg, id string) error {
 	return nil
 }
 
-func sortReports(rs []agent.StatusReport) []agent.StatusReport {
-	sort.Slice(rs, func(i, j int) bool { return rs[i].ID < rs[j].ID })
+func sortReports(rs []StatusAnswer) []StatusAnswer {
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Report.ID < rs[j].Report.ID })
 	return rs
 }

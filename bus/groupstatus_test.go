@@ -43,7 +43,7 @@ func TestGroupStatusSignedAndVerified(t *testing.T) {
 	if b == nil {
 		t.Fatal("bus.Expose stored no bus")
 	}
-	rs, err := b.GroupStatus(context.Background(), 5*time.Second)
+	rs, err := b.GroupStatus(context.Background(), 5*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,18 +51,28 @@ func TestGroupStatusSignedAndVerified(t *testing.T) {
 		t.Fatalf("%d answers, want gw2's and gw3's: %+v", len(rs), rs)
 	}
 	for i, id := range []string{"gw2", "gw3"} {
-		if rs[i].ID != id || rs[i].Version == "forged" {
+		if rs[i].Report.ID != id || rs[i].Report.Version == "forged" || rs[i].At.IsZero() {
 			t.Fatalf("answer %d = %+v, want %s's own", i, rs[i], id)
 		}
 	}
-	if rs[0].Role != "follower" || rs[1].Role != "leader" {
-		t.Fatalf("roles %s %s, want follower leader", rs[0].Role, rs[1].Role)
+	if rs[0].Report.Role != "follower" || rs[1].Report.Role != "leader" {
+		t.Fatalf("roles %s %s, want follower leader", rs[0].Report.Role, rs[1].Report.Role)
+	}
+
+	// Waiting for gw3 only ends at its answer, long before the timeout.
+	start := time.Now()
+	rs, err = b.GroupStatus(context.Background(), time.Minute, []string{"gw3"})
+	if err != nil || time.Since(start) > 30*time.Second {
+		t.Fatalf("waiting for gw3: %v after %s", err, time.Since(start))
+	}
+	if len(rs) == 0 || rs[len(rs)-1].Report.ID != "gw3" {
+		t.Fatalf("waiting for gw3: %+v", rs)
 	}
 
 	// A cancelled context ends the wait at once with what came so far.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := b.GroupStatus(ctx, time.Minute); err == nil {
+	if _, err := b.GroupStatus(ctx, time.Minute, nil); err == nil {
 		t.Fatal("GroupStatus with a cancelled context returned no error")
 	}
 }

@@ -75,7 +75,14 @@ func runAgent(ctx context.Context, rc *config.Config, log *slog.Logger) error {
 func sitePage(a *agent.Agent, b *bus.Bus, log *slog.Logger) *site.Site {
 	c := site.Config{Status: a.Status, Watch: a.Watch, Log: log}
 	if b != nil {
-		c.Ask = b.GroupStatus
+		c.Ask = func(ctx context.Context, timeout time.Duration, wait []string) ([]site.Answer, error) {
+			as, err := b.GroupStatus(ctx, timeout, wait)
+			out := make([]site.Answer, len(as))
+			for i, a := range as {
+				out[i] = site.Answer{Report: a.Report, At: a.At}
+			}
+			return out, err
+		}
 	}
 	return site.New(c)
 }

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/color/palette"
+	"image/draw"
+	"image/png"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +27,8 @@ type pageView struct {
 	Leader  string `json:"leader"`  // the Leader card
 	Term    string `json:"term"`    // the Term card
 	Quorum  string `json:"quorum"`  // the Quorum card
+	Lease   string `json:"lease"`   // the Lease remaining card
+	Duty    string `json:"duty"`    // the Duty card
 	Conn    string `json:"conn"`    // live / reconnecting
 	Loads   int    `json:"loads"`   // page loads in this tab
 	Updates int    `json:"updates"` // snapshots rendered
@@ -49,6 +57,8 @@ const readPage = `(function () {
     leader: document.getElementById("leader").textContent,
     term: document.getElementById("term").textContent,
     quorum: document.getElementById("quorum").textContent,
+    lease: document.getElementById("lease").textContent,
+    duty: document.getElementById("duty").textContent,
     conn: document.getElementById("conn").textContent,
     loads: s.loads || 0, updates: s.updates || 0, shown: s.shown || [], rows: rows,
     changes: document.querySelectorAll("#changes tr").length,
@@ -92,7 +102,7 @@ func TestE2ESitePageInBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
 	defer cancel()
 	// A phone: 390 CSS pixels wide.
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(1))); err != nil {
 		t.Fatalf("start %s: %v", chromium, err)
 	}
 	page := "http://" + site.Proc("gw1").HTTPAddr + "/"
@@ -129,9 +139,6 @@ func TestE2ESitePageInBrowser(t *testing.T) {
 	}
 	if v.Loads != 1 {
 		t.Fatalf("page loaded %d times", v.Loads)
-	}
-	if path := os.Getenv("EDGE_AGENT_SITE_SCREENSHOT"); path != "" {
-		screenshot(t, ctx, path)
 	}
 
 	// shownWithin checks that the page showed leader in term within 1 s of
@@ -187,8 +194,18 @@ func TestE2ESitePageInBrowser(t *testing.T) {
 		r := v.Rows[second.Leader]
 		return len(r) > 2 && r[1] == "no answer" && r[2] == "down", fmt.Sprintf("row %q", r)
 	})
+	// The leader's own figures: its lease (its answer aged on gw1's
+	// clock) and its duty (none in this site).
+	waitPage("the new leader's lease and duty", 10*time.Second, func(v pageView) (bool, string) {
+		r := v.Rows[third.Leader]
+		ok := len(r) > 1 && r[1] == "leader" && strings.HasSuffix(v.Lease, " ms") && v.Lease != "0 ms" && v.Duty == "none configured"
+		return ok, "lease and duty cards"
+	})
 	if v.Loads != 1 || v.Updates < 3 {
 		t.Fatalf("after both changes: %d loads, %d updates; want 1 load and live updates", v.Loads, v.Updates)
+	}
+	if path := os.Getenv("EDGE_AGENT_SITE_SCREENSHOT"); path != "" {
+		screenshot(t, ctx, path)
 	}
 }
 
@@ -212,15 +229,26 @@ func electedAt(t *testing.T, site *harness.Site, leader string, term uint64) tim
 	return time.Time{}
 }
 
-// screenshot writes the whole page, as a PNG, to path.
+// screenshot writes the whole page to path, as a PNG of 256 colours (a
+// few tens of KB instead of over a hundred: the page has few colours).
 func screenshot(t *testing.T, ctx context.Context, path string) {
 	t.Helper()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, png, 0o644); err != nil {
+	img, err := png.Decode(bytes.NewReader(shot))
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("screenshot: %s, %d bytes", path, len(png))
+	small := image.NewPaletted(img.Bounds(), palette.Plan9)
+	draw.Draw(small, small.Rect, img, img.Bounds().Min, draw.Src)
+	var buf bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.BestCompression}).Encode(&buf, small); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s, %d bytes (%dx%d)", path, buf.Len(), img.Bounds().Dx(), img.Bounds().Dy())
 }

@@ -33,9 +33,10 @@ type Config struct {
 	// (agent.Agent.Watch): each one is pushed at once.
 	Watch func() (<-chan agent.LeaderChange, func())
 	// Ask asks the other members for their own status, waiting at most
-	// timeout (bus.Bus.GroupStatus); nil shows the serving agent's view
-	// only.
-	Ask func(ctx context.Context, timeout time.Duration) ([]agent.StatusReport, error)
+	// timeout for the answers of the members named in wait, those the
+	// serving agent believes alive (bus.Bus.GroupStatus); nil shows the
+	// serving agent's view only.
+	Ask func(ctx context.Context, timeout time.Duration, wait []string) ([]Answer, error)
 	// Interval is the longest time between two snapshots of a stream, and
 	// between two rounds of Ask (DefaultInterval when 0).
 	Interval time.Duration
@@ -44,6 +45,13 @@ type Config struct {
 	MaxStreams int
 	// Log receives the site's few log lines (nil: none).
 	Log *slog.Logger
+}
+
+// Answer is a member's own status report and when it came, on the serving
+// gateway's clock.
+type Answer struct {
+	Report agent.StatusReport
+	At     time.Time
 }
 
 // Site serves the site page. Create it with New.
@@ -110,17 +118,28 @@ func (s *Site) page(w http.ResponseWriter, _ *http.Request) {
 
 // snapshotJSON asks the other members once and returns the snapshot.
 func (s *Site) snapshotJSON(w http.ResponseWriter, r *http.Request) {
-	var reports []agent.StatusReport
-	var asked time.Time
+	var reports []Answer
 	if s.c.Ask != nil {
-		asked = time.Now()
-		reports, _ = s.c.Ask(r.Context(), s.askTimeout())
+		reports, _ = s.c.Ask(r.Context(), s.askTimeout(), waitFor(s.c.Status()))
 	}
 	securityHeaders(w)
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(build(s.c.Status(), reports, asked, time.Now()))
+	_ = enc.Encode(build(s.c.Status(), reports, time.Now()))
+}
+
+// waitFor names the members a round waits for: the others that local
+// believes alive. A member it believes down is asked too, but a round does
+// not wait for it: the leader's lease figure would age meanwhile.
+func waitFor(local agent.StatusReport) []string {
+	wait := []string{}
+	for _, m := range local.Members {
+		if m.ID != local.ID && m.Alive {
+			wait = append(wait, m.ID)
+		}
+	}
+	return wait
 }
 
 // askTimeout is how long a round waits for answers: long enough for a
@@ -238,13 +257,13 @@ func (h *hub) send(b []byte) {
 }
 
 type answers struct {
-	reports []agent.StatusReport
-	asked   time.Time
+	reports []Answer
+	round   uint64
 }
 
 // loop sends a snapshot at every leader change of the serving agent, after
 // every round of answers and at least every Interval, and asks the other
-// members every Interval and after every leader change, until stop.
+// members every Interval and at every leader change, until stop.
 func (h *hub) loop(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	s := h.site
@@ -260,36 +279,45 @@ func (h *hub) loop(stop <-chan struct{}, done chan<- struct{}) {
 	defer ticker.Stop()
 	var (
 		last    answers
-		results = make(chan answers, 1)
-		asking  bool // a round is under way
-		again   bool // ask again when it ends: a change came meanwhile
+		results = make(chan answers, 4)
+		running int                // rounds whose result is not received yet
+		round   uint64             // the round whose answers count
+		under   context.CancelFunc // ends that round; nil when it is over
 	)
 	defer func() {
 		cancel()
-		if asking {
+		for ; running > 0; running-- {
 			<-results
 		}
 	}()
-	ask := func() {
+	// ask starts a round of asking the other members. A fresh round (after
+	// a leader change) replaces one under way, whose answers may predate
+	// the change; otherwise the round under way will do.
+	ask := func(fresh bool) {
 		if s.c.Ask == nil {
 			return
 		}
-		if asking {
-			again = true
-			return
+		if under != nil {
+			if !fresh {
+				return
+			}
+			under()
 		}
-		asking = true
+		round++
+		n, wait := round, waitFor(s.c.Status())
+		rctx, rcancel := context.WithCancel(ctx)
+		under = rcancel
+		running++
 		go func() {
-			at := time.Now()
-			rs, err := s.c.Ask(ctx, s.askTimeout())
-			if err != nil && ctx.Err() == nil {
+			rs, err := s.c.Ask(rctx, s.askTimeout(), wait)
+			if err != nil && rctx.Err() == nil {
 				s.c.Log.Debug("site page: asking the group", "err", err)
 			}
-			results <- answers{reports: rs, asked: at}
+			results <- answers{reports: rs, round: n}
 		}()
 	}
 	push := func() {
-		b, err := json.Marshal(build(s.c.Status(), last.reports, last.asked, time.Now()))
+		b, err := json.Marshal(build(s.c.Status(), last.reports, time.Now()))
 		if err != nil {
 			s.c.Log.Warn("site page: snapshot", "err", err)
 			return
@@ -297,10 +325,13 @@ func (h *hub) loop(stop <-chan struct{}, done chan<- struct{}) {
 		h.send(b)
 	}
 	push()
-	ask()
+	ask(true)
 	for {
 		select {
 		case <-stop:
+			if under != nil {
+				under()
+			}
 			return
 		case _, ok := <-changes:
 			if !ok {
@@ -308,23 +339,24 @@ func (h *hub) loop(stop <-chan struct{}, done chan<- struct{}) {
 				continue
 			}
 			push()
-			ask()
+			ask(true)
 		case <-ticker.C:
 			// With members to ask, the snapshot follows their answers
 			// (within milliseconds, or askTimeout): the leader's lease
 			// figure is then fresh. A round still under way pushes now.
-			if s.c.Ask == nil || asking {
+			if s.c.Ask == nil || under != nil {
 				push()
 			}
-			ask()
+			ask(false)
 		case a := <-results:
-			asking = false
+			running--
+			if a.round != round {
+				continue // replaced by a fresh round
+			}
+			under()
+			under = nil
 			last = a
 			push()
-			if again {
-				again = false
-				ask()
-			}
 		}
 	}
 }

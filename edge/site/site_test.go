@@ -22,7 +22,7 @@ import (
 type fakeAgent struct {
 	mu       sync.Mutex
 	st       agent.StatusReport
-	others   []agent.StatusReport
+	others   []agent.StatusReport // their answers, as of each Ask
 	watches  map[chan agent.LeaderChange]bool
 	asks     atomic.Int64
 	askBlock bool // Ask waits for its context to end
@@ -64,7 +64,7 @@ func (f *fakeAgent) watch() (<-chan agent.LeaderChange, func()) {
 	}
 }
 
-func (f *fakeAgent) ask(ctx context.Context, _ time.Duration) ([]agent.StatusReport, error) {
+func (f *fakeAgent) ask(ctx context.Context, _ time.Duration, _ []string) ([]Answer, error) {
 	f.asks.Add(1)
 	if f.askBlock {
 		<-ctx.Done()
@@ -72,7 +72,11 @@ func (f *fakeAgent) ask(ctx context.Context, _ time.Duration) ([]agent.StatusRep
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]agent.StatusReport(nil), f.others...), nil
+	var out []Answer
+	for _, r := range f.others {
+		out = append(out, Answer{Report: r, At: time.Now()})
+	}
+	return out, nil
 }
 
 // lead makes leader the leader in term, as the serving agent sees it, and
@@ -167,14 +171,14 @@ func (s *sse) next(t *testing.T, d time.Duration, what string, ok func(Snapshot)
 func TestBuildMergesOwnReports(t *testing.T) {
 	f := newFake()
 	now := time.Now()
-	asked := now.Add(-300 * time.Millisecond)
-	others := []agent.StatusReport{
-		{ID: "gw3", Group: "plc", Role: "leader", Leader: "gw3", Term: 4, Version: "v2", LeaseRemainingMS: 900,
-			NATSConnected: true, Duty: &agent.DutyReport{Running: true, Restarts: 2}},
-		{ID: "gw9", Group: "plc", Role: "leader", Version: "intruder"}, // not a member: ignored
-		{ID: "gw2", Group: "other", Role: "leader", Version: "wrong"},  // another group: ignored
+	came := now.Add(-300 * time.Millisecond)
+	others := []Answer{
+		{Report: agent.StatusReport{ID: "gw3", Group: "plc", Role: "leader", Leader: "gw3", Term: 4, Version: "v2", LeaseRemainingMS: 900,
+			NATSConnected: true, Duty: &agent.DutyReport{Running: true, Restarts: 2}}, At: came},
+		{Report: agent.StatusReport{ID: "gw9", Group: "plc", Role: "leader", Version: "intruder"}, At: came}, // not a member: ignored
+		{Report: agent.StatusReport{ID: "gw2", Group: "other", Role: "leader", Version: "wrong"}, At: came},  // another group: ignored
 	}
-	s := build(f.status(), others, asked, now)
+	s := build(f.status(), others, now)
 	if s.ID != "gw1" || s.Group != "plc" || s.Leader != "gw3" || s.Term != 4 || !s.Quorum.OK {
 		t.Fatalf("summary %+v", s)
 	}
@@ -185,7 +189,7 @@ func TestBuildMergesOwnReports(t *testing.T) {
 	for _, m := range s.Members {
 		byID[m.ID] = m
 	}
-	if m := byID["gw3"]; !m.Answered || m.Role != "leader" || m.Version != "v2" || m.LastSeenMS != 100 || m.Duty == nil {
+	if m := byID["gw3"]; !m.Answered || m.Role != "leader" || m.Version != "v2" || m.LastSeenMS != 100 || m.Duty == nil || m.AnswerAgeMS != 300 {
 		t.Fatalf("gw3 = %+v, want its own answer with gw1's last-seen", m)
 	}
 	if m := byID["gw2"]; m.Answered || m.Role != "" || m.Version != "" || !m.Alive || m.LastSeenMS != 200 {
@@ -197,7 +201,7 @@ func TestBuildMergesOwnReports(t *testing.T) {
 	if !s.DutyKnown || s.Duty == nil || !s.Duty.Running || s.Duty.Restarts != 2 {
 		t.Fatalf("duty %+v known %v, want the leader's", s.Duty, s.DutyKnown)
 	}
-	// 900 ms when asked, 300 ms ago by this gateway's clock.
+	// 900 ms in the answer that came 300 ms ago by this gateway's clock.
 	if s.LeaseRemainingMS != 600 {
 		t.Fatalf("lease remaining %d ms, want 600", s.LeaseRemainingMS)
 	}
@@ -206,13 +210,13 @@ func TestBuildMergesOwnReports(t *testing.T) {
 	}
 
 	// Without the leader's answer: unknown lease and duty.
-	s = build(f.status(), nil, time.Time{}, now)
+	s = build(f.status(), nil, now)
 	if s.LeaseRemainingMS != -1 || s.DutyKnown || s.Duty != nil {
 		t.Fatalf("without answers: lease %d duty %+v known %v", s.LeaseRemainingMS, s.Duty, s.DutyKnown)
 	}
 	// The serving agent leads: its own lease.
 	f.st.Role, f.st.Leader, f.st.LeaseRemainingMS = "leader", "gw1", 750
-	s = build(f.status(), nil, time.Time{}, now)
+	s = build(f.status(), nil, now)
 	if s.LeaseRemainingMS != 750 || !s.DutyKnown || s.Duty != nil {
 		t.Fatalf("serving leader: lease %d duty %+v known %v", s.LeaseRemainingMS, s.Duty, s.DutyKnown)
 	}
@@ -385,4 +389,20 @@ func TestEventsAfterAgentStopped(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		st.next(t, 5*time.Second, "a snapshot after the agent stopped", func(s Snapshot) bool { return s.Leader == "gw3" })
 	}
+}
+
+// TestEventsChangeReplacesSlowRound: a round of asking that waits for a
+// member that does not answer does not hold up the answers after a leader
+// change: the change starts a fresh round at once.
+func TestEventsChangeReplacesSlowRound(t *testing.T) {
+	f := newFake()
+	f.askBlock = true
+	srv, _ := newTestServer(t, f, Config{Interval: time.Hour}) // rounds wait half an hour
+	st := openStream(t, srv.URL)
+	defer st.close()
+	st.next(t, 5*time.Second, "a first snapshot", func(Snapshot) bool { return true })
+	poll.Until(t, 5*time.Second, "the first round and the watch", func() bool { return f.asks.Load() == 1 && f.watching.Load() == 1 })
+	f.lead("gw2", 5)
+	st.next(t, 5*time.Second, "gw2 leading", func(s Snapshot) bool { return s.Leader == "gw2" })
+	poll.Until(t, 5*time.Second, "a fresh round after the change", func() bool { return f.asks.Load() == 2 })
 }

@@ -18,8 +18,8 @@ type Snapshot struct {
 	Leader string `json:"leader"`
 	Term   uint64 `json:"term"`
 	// LeaseRemainingMS is the leader's own figure (its last answer, less
-	// the time since it was asked), -1 when unknown (no leader, or it did
-	// not answer).
+	// the time since it came), -1 when unknown (no leader, or it did not
+	// answer).
 	LeaseRemainingMS int64              `json:"lease_remaining_ms"`
 	Quorum           agent.QuorumReport `json:"quorum"`
 	IslandMode       bool               `json:"island_mode"`
@@ -32,10 +32,8 @@ type Snapshot struct {
 	// LeaderChanges are the serving agent's last leader changes, newest
 	// first.
 	LeaderChanges []agent.LeaderChangeRecord `json:"leader_changes"`
-	// Time is when the snapshot was made; AskedAt when the other members
-	// were last asked (zero: not yet, or nobody to ask).
-	Time    time.Time `json:"time"`
-	AskedAt time.Time `json:"asked_at"`
+	// Time is when the snapshot was made.
+	Time time.Time `json:"time"`
 }
 
 // Member is one member of the group on the page.
@@ -49,11 +47,13 @@ type Member struct {
 	Alive      bool  `json:"alive"`
 	LastSeenMS int64 `json:"last_seen_ms"`
 	// Answered tells whether the fields below are the member's own, from
-	// its answer of the last round; otherwise they are empty.
-	Answered bool   `json:"answered"`
-	Role     string `json:"role"`
-	Version  string `json:"version"`
-	Term     uint64 `json:"term"`
+	// its answer of the last round; otherwise they are empty. AnswerAgeMS
+	// is how old that answer is (on the serving gateway's clock).
+	Answered    bool   `json:"answered"`
+	AnswerAgeMS int64  `json:"answer_age_ms"`
+	Role        string `json:"role"`
+	Version     string `json:"version"`
+	Term        uint64 `json:"term"`
 	// Leader is whom the member names as leader.
 	Leader        string            `json:"leader"`
 	NATSConnected bool              `json:"nats_connected"`
@@ -61,22 +61,22 @@ type Member struct {
 }
 
 // build merges the serving agent's status local with the other members'
-// reports (asked at askedAt) into a snapshot made at now.
-func build(local agent.StatusReport, reports []agent.StatusReport, askedAt, now time.Time) Snapshot {
+// answers into a snapshot made at now.
+func build(local agent.StatusReport, answers []Answer, now time.Time) Snapshot {
 	s := Snapshot{
 		ID: local.ID, Group: local.Group, Algorithm: local.Algorithm,
 		Leader: local.Leader, Term: local.Term, LeaseRemainingMS: -1,
 		Quorum: local.Quorum, IslandMode: local.IslandMode, NATSConnected: local.NATSConnected,
-		LeaderChanges: local.LeaderChanges, Time: now, AskedAt: askedAt,
+		LeaderChanges: local.LeaderChanges, Time: now,
 		Members: []Member{},
 	}
 	if s.LeaderChanges == nil {
 		s.LeaderChanges = []agent.LeaderChangeRecord{}
 	}
-	own := map[string]agent.StatusReport{local.ID: local}
-	for _, r := range reports {
-		if r.ID != local.ID && r.Group == local.Group {
-			own[r.ID] = r
+	own := map[string]Answer{local.ID: {Report: local, At: now}}
+	for _, a := range answers {
+		if a.Report.ID != local.ID && a.Report.Group == local.Group {
+			own[a.Report.ID] = a
 		}
 	}
 	for _, m := range local.Members {
@@ -84,20 +84,19 @@ func build(local agent.StatusReport, reports []agent.StatusReport, askedAt, now 
 		if m.ID == local.ID {
 			pm.Self, pm.Alive, pm.LastSeenMS = true, true, 0
 		}
-		if r, ok := own[m.ID]; ok {
-			pm.Answered, pm.Role, pm.Version, pm.Term = true, r.Role, r.Version, r.Term
+		if a, ok := own[m.ID]; ok {
+			r := a.Report
+			pm.Answered, pm.AnswerAgeMS = true, max(now.Sub(a.At).Milliseconds(), 0)
+			pm.Role, pm.Version, pm.Term = r.Role, r.Version, r.Term
 			pm.Leader, pm.NATSConnected, pm.Duty = r.Leader, r.NATSConnected, r.Duty
 		}
 		s.Members = append(s.Members, pm)
 	}
-	if r, ok := own[s.Leader]; ok && s.Leader != "" && r.Role == "leader" {
-		s.DutyKnown, s.Duty = true, r.Duty
-		s.LeaseRemainingMS = r.LeaseRemainingMS
-		if r.ID != local.ID {
-			// Aged on this gateway's clock: the members' wall clocks of an
-			// offline site need not agree.
-			s.LeaseRemainingMS = max(r.LeaseRemainingMS-now.Sub(askedAt).Milliseconds(), 0)
-		}
+	if a, ok := own[s.Leader]; ok && s.Leader != "" && a.Report.Role == "leader" {
+		s.DutyKnown, s.Duty = true, a.Report.Duty
+		// Aged on this gateway's clock: the members' wall clocks of an
+		// offline site need not agree.
+		s.LeaseRemainingMS = max(a.Report.LeaseRemainingMS-now.Sub(a.At).Milliseconds(), 0)
 	}
 	return s
 }
