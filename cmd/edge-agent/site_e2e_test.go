@@ -70,7 +70,8 @@ const readPage = `(function () {
 // three-agent site in a real headless Chromium at phone width and checks
 // that it shows the leader, every member with its own role and version, and
 // follows a transfer and a SIGKILL of the leader within 1 s of each new
-// leader's election, without a reload. With EDGE_AGENT_SITE_SCREENSHOT=FILE
+// leader's election, without a reload, then the new leader's lease and
+// running duty and the killed member gone. With EDGE_AGENT_SITE_SCREENSHOT=FILE
 // it also writes a screenshot of the page (make site-screenshot).
 func TestE2ESitePageInBrowser(t *testing.T) {
 	chromium := harness.RequireChromium(t)
@@ -79,8 +80,10 @@ func TestE2ESitePageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Shutdown()
+	// The leader duty is a sleep: the page shows it running on the leader.
 	site := harness.NewSite(binary, ns.ClientURL(), t.TempDir(), 3, "--heartbeat", "100ms", "--preemption", "never",
-		"--nats-system-user", harness.SystemUser, "--nats-system-password", harness.SystemPassword)
+		"--nats-system-user", harness.SystemUser, "--nats-system-password", harness.SystemPassword,
+		"--leader-command", "sleep 600")
 	defer site.Stop()
 	if err := site.StartAll(); err != nil {
 		t.Fatal(err)
@@ -132,7 +135,7 @@ func TestE2ESitePageInBrowser(t *testing.T) {
 				return false, fmt.Sprintf("row %s = %q, want %s, alive, version dev", id, r, role)
 			}
 		}
-		return v.Leader == "gw3" && v.Conn == "live" && v.Quorum == "3 live / 2 needed" && v.Changes >= 1, "summary"
+		return v.Leader == "gw3" && v.Conn == "live" && v.Quorum == "3 live / 2 needed" && v.Duty == "running" && v.Changes >= 1, "summary"
 	})
 	if v.Overflow > 0 {
 		t.Errorf("the page is %d px wider than a 390 px phone screen", v.Overflow)
@@ -195,10 +198,10 @@ func TestE2ESitePageInBrowser(t *testing.T) {
 		return len(r) > 2 && r[1] == "no answer" && r[2] == "down", fmt.Sprintf("row %q", r)
 	})
 	// The leader's own figures: its lease (its answer aged on gw1's
-	// clock) and its duty (none in this site).
+	// clock) and its duty.
 	waitPage("the new leader's lease and duty", 10*time.Second, func(v pageView) (bool, string) {
 		r := v.Rows[third.Leader]
-		ok := len(r) > 1 && r[1] == "leader" && strings.HasSuffix(v.Lease, " ms") && v.Lease != "0 ms" && v.Duty == "none configured"
+		ok := len(r) > 1 && r[1] == "leader" && strings.HasSuffix(v.Lease, " ms") && v.Lease != "0 ms" && v.Duty == "running"
 		return ok, "lease and duty cards"
 	})
 	if v.Loads != 1 || v.Updates < 3 {
