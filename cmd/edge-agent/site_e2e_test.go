@@ -81,19 +81,18 @@ func TestE2ESitePageInBrowser(t *testing.T) {
 	}
 	defer ns.Shutdown()
 	// The leader duty is a sleep: the page shows it running on the leader.
-	site := harness.NewSite(binary, ns.ClientURL(), t.TempDir(), 3, "--heartbeat", "100ms", "--preemption", "never",
+	// H = 500 ms: a lease that outlasts this loaded machine's stalls, so
+	// that leadership changes only when the test changes it. The page
+	// follows changes as they come, whatever H is.
+	site := harness.NewSite(binary, ns.ClientURL(), t.TempDir(), 3, "--heartbeat", "500ms", "--preemption", "never",
 		"--nats-system-user", harness.SystemUser, "--nats-system-password", harness.SystemPassword,
 		"--leader-command", "sleep 600")
 	defer site.Stop()
 	if err := site.StartAll(); err != nil {
 		t.Fatal(err)
 	}
-	first, err := site.WaitAgreement(site.IDs(), "", 0, 10*time.Millisecond, 15*time.Second)
-	if err != nil {
+	if _, err := site.WaitAgreement(site.IDs(), "", 0, 10*time.Millisecond, 15*time.Second); err != nil {
 		t.Fatal(err)
-	}
-	if first.Leader != "gw3" {
-		t.Fatalf("first leader %s, want gw3", first.Leader)
 	}
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
@@ -125,18 +124,32 @@ func TestE2ESitePageInBrowser(t *testing.T) {
 			return good, fmt.Sprintf("%s; page shows %+v", why, v)
 		})
 	}
-	// Every member with its own role and version (the harness's binary
-	// reports version "dev"), the quorum, the first leader change.
-	waitPage("the page to show gw3 leading and every member's own answer", 15*time.Second, func(v pageView) (bool, string) {
-		want := map[string]string{"gw1": "follower", "gw2": "follower", "gw3": "leader"}
-		for id, role := range want {
+	// The leader, every member with its own role and version (the
+	// harness's binary reports version "dev"), the quorum, the duty, the
+	// first leader change.
+	waitPage("the page to show the leader and every member's own answer", 15*time.Second, func(v pageView) (bool, string) {
+		if v.Leader == "" || v.Leader == "none" {
+			return false, "no leader shown"
+		}
+		for _, id := range site.IDs() {
+			role := "follower"
+			if id == v.Leader {
+				role = "leader"
+			}
 			r := v.Rows[id]
 			if len(r) < 5 || r[1] != role || r[2] != "alive" || r[4] != "dev" {
 				return false, fmt.Sprintf("row %s = %q, want %s, alive, version dev", id, r, role)
 			}
 		}
-		return v.Leader == "gw3" && v.Conn == "live" && v.Quorum == "3 live / 2 needed" && v.Duty == "running" && v.Changes >= 1, "summary"
+		return v.Conn == "live" && v.Quorum == "3 live / 2 needed" && strings.HasPrefix(v.Duty, "running") && v.Changes >= 1, "summary"
 	})
+	first, err := site.WaitAgreement(site.IDs(), "", 0, 10*time.Millisecond, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Leader != v.Leader {
+		t.Fatalf("the page shows %s leading, the agents %s", v.Leader, first.Leader)
+	}
 	if v.Overflow > 0 {
 		t.Errorf("the page is %d px wider than a 390 px phone screen", v.Overflow)
 	}
@@ -171,24 +184,28 @@ func TestE2ESitePageInBrowser(t *testing.T) {
 		}
 	}
 
-	// A transfer to gw2.
+	// A transfer to the member that neither leads nor serves the page.
+	target := "gw3"
+	if first.Leader == target {
+		target = "gw2"
+	}
 	start := time.Now()
-	out, err := exec.Command(binary, "transfer", "gw2", "--nats-url", ns.ClientURL(), "--group", "site").CombinedOutput()
+	out, err := exec.Command(binary, "transfer", target, "--nats-url", ns.ClientURL(), "--group", "site").CombinedOutput()
 	if err != nil {
 		t.Fatalf("transfer: %v\n%s", err, out)
 	}
-	second, err := site.WaitAgreement(site.IDs(), "gw3", first.Term, 10*time.Millisecond, 10*time.Second)
+	second, err := site.WaitAgreement(site.IDs(), first.Leader, first.Term, 10*time.Millisecond, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	shownWithin("transfer", second.Leader, second.Term, start)
 
-	// SIGKILL of the leader: its row goes down, gw3 takes over.
+	// SIGKILL of that leader: its row goes down, a survivor takes over.
 	start = time.Now()
 	if err := site.Kill(second.Leader); err != nil {
 		t.Fatal(err)
 	}
-	third, err := site.WaitAgreement([]string{"gw1", "gw3"}, second.Leader, second.Term, 10*time.Millisecond, 10*time.Second)
+	third, err := site.WaitAgreement(site.Running(), second.Leader, second.Term, 10*time.Millisecond, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +218,7 @@ func TestE2ESitePageInBrowser(t *testing.T) {
 	// clock) and its duty.
 	waitPage("the new leader's lease and duty", 10*time.Second, func(v pageView) (bool, string) {
 		r := v.Rows[third.Leader]
-		ok := len(r) > 1 && r[1] == "leader" && strings.HasSuffix(v.Lease, " ms") && v.Lease != "0 ms" && v.Duty == "running"
+		ok := len(r) > 1 && r[1] == "leader" && v.Lease != "\u2013" && v.Lease != "0 ms" && strings.HasPrefix(v.Duty, "running")
 		return ok, "lease and duty cards"
 	})
 	if v.Loads != 1 || v.Updates < 3 {
