@@ -56,8 +56,13 @@ type Answer struct {
 
 // Site serves the site page. Create it with New.
 type Site struct {
-	c Config
-	h hub
+	c    Config
+	h    hub
+	json struct { // the last answers GET /site.json asked for
+		mu      sync.Mutex
+		at      time.Time
+		answers []Answer
+	}
 }
 
 // New returns a Site for c.
@@ -116,11 +121,19 @@ func (s *Site) page(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// snapshotJSON asks the other members once and returns the snapshot.
+// snapshotJSON returns a snapshot. It asks the other members at most once
+// per Interval, however often it is called (a script polling it must not
+// turn the agent into a source of status requests).
 func (s *Site) snapshotJSON(w http.ResponseWriter, r *http.Request) {
 	var reports []Answer
 	if s.c.Ask != nil {
-		reports, _ = s.c.Ask(r.Context(), s.askTimeout(), waitFor(s.c.Status()))
+		s.json.mu.Lock()
+		if s.json.at.IsZero() || time.Since(s.json.at) >= s.c.Interval {
+			s.json.answers, _ = s.c.Ask(r.Context(), s.askTimeout(), waitFor(s.c.Status()))
+			s.json.at = time.Now()
+		}
+		reports = s.json.answers
+		s.json.mu.Unlock()
 	}
 	securityHeaders(w)
 	w.Header().Set("Content-Type", "application/json")

@@ -277,7 +277,7 @@ func TestPageIsSmallSelfContainedAndReadOnly(t *testing.T) {
 func TestSnapshotJSON(t *testing.T) {
 	f := newFake()
 	f.others = []agent.StatusReport{{ID: "gw3", Group: "plc", Role: "leader", Leader: "gw3", Version: "v3"}}
-	srv, _ := newTestServer(t, f, Config{})
+	srv, _ := newTestServer(t, f, Config{Interval: time.Hour})
 	resp, err := http.Get(srv.URL + "/site.json")
 	if err != nil {
 		t.Fatal(err)
@@ -289,6 +289,17 @@ func TestSnapshotJSON(t *testing.T) {
 	}
 	if s.Leader != "gw3" || len(s.Members) != 3 || s.Members[0].Version != "v3" || s.Members[0].Role != "leader" {
 		t.Fatalf("snapshot %+v", s)
+	}
+	// Polled again within the interval: no new round of asking.
+	for i := 0; i < 5; i++ {
+		resp, err := http.Get(srv.URL + "/site.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if n := f.asks.Load(); n != 1 {
+		t.Fatalf("6 snapshots within the interval asked the group %d times, want 1", n)
 	}
 }
 
