@@ -76,10 +76,10 @@ func sitePage(a *agent.Agent, b *bus.Bus, log *slog.Logger) *site.Site {
 	c := site.Config{Status: a.Status, Watch: a.Watch, Log: log}
 	if b != nil {
 		c.Ask = func(ctx context.Context, timeout time.Duration, wait []string) ([]site.Answer, error) {
-			as, err := b.GroupStatus(ctx, timeout, wait)
-			out := make([]site.Answer, len(as))
-			for i, a := range as {
-				out[i] = site.Answer{Report: a.Report, At: a.At}
+			answers, err := b.GroupStatus(ctx, timeout, wait)
+			out := make([]site.Answer, len(answers))
+			for i, ans := range answers {
+				out[i] = site.Answer{Report: ans.Report, At: ans.At}
 			}
 			return out, err
 		}
