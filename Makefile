@@ -20,7 +20,7 @@ GCFLAGS ?=
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2")
 
 .PHONY: all build build-arm64 build-arm64-client build-amd64 test race short lint tidy-check demo failover handover footprint bench bench-vet fuzz fuzz-short deb clean
-.PHONY: mixed-bench transfer check-rules chaos chaos-short chaos-lossy check-safety attack duty-faults guard-footprint
+.PHONY: mixed-bench site-screenshot transfer check-rules chaos chaos-short chaos-lossy check-safety attack duty-faults guard-footprint
 
 all: lint test build
 
@@ -115,6 +115,12 @@ duty-faults:
 GUARD_BASE_BIN ?=
 guard-footprint:
 	$(GO) run ./bench/guardfootprint $(if $(GUARD_BASE_BIN),-base-bin $(GUARD_BASE_BIN))
+
+# docs/site-page.png: the site page at phone width after a transfer and a
+# SIGKILL of the leader, taken by the browser test (needs Debian's
+# chromium-headless-shell or chromium).
+site-screenshot:
+	EDGE_AGENT_SITE_SCREENSHOT=$(CURDIR)/docs/site-page.png $(GO) test -count=1 -v -run 'TestE2ESitePageInBrowser' ./cmd/edge-agent
 
 # The Prometheus alerting rules: syntax, unit tests and the scrape config
 # that loads them (promtool: apt-get install prometheus).

@@ -45,6 +45,21 @@ var allowedClockUse = map[string]string{
 	// (edge-agent watch); nothing compares it. The duty measures on mono.
 	"agent/watch.go: leaderChange: time.Now": "the change's timestamp, shown to operators, never compared",
 	"agent/watch.go: leaderChange: UTC":      "the change's timestamp only",
+	// The status's last leader changes (leader_changes) carry the same
+	// wall time, for operators and the site page; nothing compares it.
+	"agent/agent.go: reportLeader: time.Now": "a leader change's timestamp in status, shown to operators, never compared",
+	"agent/agent.go: reportLeader: UTC":      "a leader change's timestamp only",
+	// The site page's round of asking the group stamps each answer when it
+	// came: the page ages the leader's lease figure by Sub of two
+	// readings, monotonic; nothing of the election depends on it.
+	"bus/groupstatus.go: GroupStatus: time.Now": "an answer's arrival, for the site page's display: Sub, monotonic",
+	// The site page: snapshot timestamps for display, answer ages and the
+	// /site.json cache by Sub/Since of monotonic readings, a write
+	// deadline on a stream's connection (monotonic in the poller).
+	"edge/site/site.go: events: time.Now":         "a write deadline on the stream, monotonic in the poller",
+	"edge/site/site.go: snapshotJSON: time.Since": "the age of the cached answers: monotonic",
+	"edge/site/site.go: snapshotJSON: time.Now":   "the snapshot's timestamp (display) and the cache's base: monotonic",
+	"edge/site/site.go: loop: time.Now":           "the snapshot's timestamp, shown to operators, never compared",
 	// The leadership journal (an audit log, and the fault tests' record)
 	// stamps lines with wall time so that journals of several agents can be
 	// merged; the agent writes it and never reads it back.
@@ -101,7 +116,7 @@ var (
 
 func TestClockReadingsAreListed(t *testing.T) {
 	found := map[string]bool{}
-	for _, dir := range []string{"../agent", "../agent/wire", "../agent/wire/sign", "../agent/duty", "../bus", "../election", "../edge", "../edge/dutyguard"} {
+	for _, dir := range []string{"../agent", "../agent/wire", "../agent/wire/sign", "../agent/duty", "../bus", "../election", "../edge", "../edge/dutyguard", "../edge/site"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

@@ -36,6 +36,11 @@ type StatusReport struct {
 	// whether this agent holds them now.
 	VIP  []VIPReport `json:"vip,omitempty"`
 	Time time.Time   `json:"time"`
+	// LeaderChanges are the last leader changes this agent saw (at most
+	// LeaderHistorySize), newest first.
+	LeaderChanges []LeaderChangeRecord `json:"leader_changes"`
+	// Duty is the state of the leader duty, when the agent runs one.
+	Duty *DutyReport `json:"duty,omitempty"`
 }
 
 // QuorumReport gives the quorum size, the members believed alive and
