@@ -371,7 +371,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.store.Close()
 	inputs, err := a.in.bus.Open(BusHooks{
 		OnBad: a.m.badMessage, OnMessage: a.m.message, OnControl: a.m.control,
-		Status: a.Status, Watch: a.Watch, OnProtocol: a.onProtocol, Alive: a.aliveMembers,
+		Status: a.Status, Watch: a.Watch, OnProtocol: a.onProtocol,
 	})
 	if err != nil {
 		return err

@@ -65,11 +65,6 @@ type BusHooks struct {
 	// OnProtocol reports a change of the site's protocol version, or of
 	// the members that hold it down or are refused (ProtocolReporter).
 	OnProtocol func(ProtocolView)
-	// Alive lists the members the agent believes alive (its core's view,
-	// which includes what the leader's heartbeats say), for the site's
-	// protocol version: a follower hears the other followers only through
-	// the leader.
-	Alive func() []string
 }
 
 // BusContext is what a bus is built from.

@@ -101,7 +101,7 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool, group string) *metr
 			ConstLabels: prometheus.Labels{"group": group}}),
 	}
 	m.protocol = f.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_election_protocol_version",
-		Help: "Protocol version: scope=build, the highest this build speaks; scope=site, the highest every live member speaks (lower while a member runs an older build)."}, []string{"scope"})
+		Help: "Protocol version: scope=build, the highest this build speaks; scope=site, the highest every member speaks (lower while a member runs an older build or is down)."}, []string{"scope"})
 	m.protocol.WithLabelValues("build").Set(wire.ProtocolMax)
 	m.protocol.WithLabelValues("site").Set(wire.ProtocolMax)
 	for _, r := range []string{"won", "failed"} {

@@ -11,10 +11,11 @@ import (
 // (see wire.ProtocolMax): the site's version, the members that hold it
 // below this build's, and what each member announced.
 type ProtocolView struct {
-	// Site is the highest version every live member speaks: what
-	// broadcasts are sent in.
+	// Site is the highest version every member speaks (one that is down
+	// or announces nothing counts as protocol 1): what broadcasts are sent
+	// in.
 	Site int
-	// Below lists the live members that speak less than this build (why
+	// Below lists the members that speak less than this build (why
 	// Site is lower), and Mismatch the members whose range does not
 	// overlap this build's at all (their messages are refused).
 	Below, Mismatch []string
@@ -70,18 +71,4 @@ func (a *Agent) protocolReport(r *StatusReport) {
 			mr.Build, mr.ProtocolMin, mr.ProtocolMax = p.Build, p.Min, p.Max
 		}
 	}
-}
-
-// aliveMembers lists the members the core believes alive, as of the loop's
-// last Ready (safe off the loop).
-func (a *Agent) aliveMembers() []string {
-	a.status.mu.Lock()
-	defer a.status.mu.Unlock()
-	var ids []string
-	for _, m := range a.status.snapshot.Members {
-		if m.Alive {
-			ids = append(ids, m.ID)
-		}
-	}
-	return ids
 }

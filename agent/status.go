@@ -25,7 +25,7 @@ type StatusReport struct {
 	AlgorithmMismatch []AlgorithmMismatch `json:"algorithm_mismatch,omitempty"`
 	Version           string              `json:"version"`
 	// ProtocolVersion is the highest protocol version this build speaks;
-	// SiteProtocolVersion the highest every live member speaks, which the
+	// SiteProtocolVersion the highest every member speaks, which the
 	// site runs at (lower while a member runs an older build: see
 	// members[].protocol_max); ProtocolMismatch lists members refused
 	// because their versions do not overlap this build's.

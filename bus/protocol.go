@@ -16,7 +16,7 @@ import (
 // protocols follows the protocol versions of the group's members (see
 // wire.ProtocolMax): what each announced, and whether its messages say so.
 // A member is sent what it reads: a direct message at the member's own
-// version, a broadcast at the site's, the highest every live member speaks.
+// version, a broadcast at the site's, the highest every member speaks.
 // A member counts at a version above 1 only while its announcement is fresh
 // and the last message it sent said so ("pv"): a gateway flashed back to an
 // older build never announces and never says, so its first message sends it
@@ -26,9 +26,7 @@ type protocols struct {
 	build    string
 	ttl      time.Duration // an announcement older than this is forgotten
 	onChange func(agent.ProtocolView)
-	alive    func() []string // the agent's view of who is alive (may be nil)
-	members  []string        // the group, self included
-	opened   time.Time       // until opened+ttl every member counts as live
+	members  []string // the group, self included
 
 	mu    sync.Mutex
 	peers map[string]*peerState
@@ -43,8 +41,8 @@ type peerState struct {
 	heard     time.Time // its last election message or announcement
 }
 
-func newProtocols(self, build string, members []string, ttl time.Duration, onChange func(agent.ProtocolView), alive func() []string) *protocols {
-	return &protocols{self: self, build: build, ttl: ttl, onChange: onChange, alive: alive, members: members, opened: time.Now(),
+func newProtocols(self, build string, members []string, ttl time.Duration, onChange func(agent.ProtocolView)) *protocols {
+	return &protocols{self: self, build: build, ttl: ttl, onChange: onChange, members: members,
 		peers: map[string]*peerState{},
 		last:  agent.ProtocolView{Site: wire.ProtocolMax}}
 }
@@ -109,32 +107,17 @@ func (p *protocols) refused(id string, now time.Time) bool {
 	return s != nil && !s.announced.IsZero() && now.Sub(s.announced) <= p.ttl && !wire.Overlaps(s.min, s.max)
 }
 
-// view computes the protocol view at now (p.mu held). Live members are
-// those heard within the ttl and those the agent believes alive: a
-// follower hears the other followers only through the leader's heartbeats.
-// For the first ttl after the bus opened, before announcements could
-// arrive, every member counts as live: an agent that starts sends its
-// first messages at protocol 1.
+// view computes the protocol view at now (p.mu held). Every member of the
+// group counts, not only those known to be alive: a build of protocol 1
+// never announces, and a follower never hears the other followers (their
+// acknowledgements go to the leader), so no member can tell that an older
+// one is down rather than quiet. A member that does not announce holds the
+// site at protocol 1, whether it runs an older build or is down: the site
+// runs a version once every member has announced it.
 func (p *protocols) view(now time.Time) agent.ProtocolView {
 	v := agent.ProtocolView{Site: wire.ProtocolMax, Members: map[string]agent.PeerProtocol{}}
-	live := map[string]bool{}
-	if now.Sub(p.opened) <= p.ttl {
-		for _, id := range p.members {
-			live[id] = id != p.self
-		}
-	}
-	if p.alive != nil {
-		for _, id := range p.alive() {
-			live[id] = id != p.self
-		}
-	}
-	for id, s := range p.peers {
-		if now.Sub(s.heard) <= p.ttl {
-			live[id] = true
-		}
-	}
-	for id, ok := range live {
-		if !ok {
+	for _, id := range p.members {
+		if id == p.self {
 			continue
 		}
 		s := p.peers[id]

@@ -1,7 +1,10 @@
 package opsclient
 
 import (
+	"strings"
 	"testing"
+
+	"github.com/edge-agent/edge-agent/agent"
 
 	"github.com/edge-agent/edge-agent/config/configtest"
 	"github.com/edge-agent/edge-agent/edge"
@@ -36,5 +39,30 @@ func TestOpsFlagsFromConfig(t *testing.T) {
 
 	if _, err := ParseFlags("status", []string{"--config", "/nonexistent.yaml"}, true); err == nil {
 		t.Error("a missing config file was accepted")
+	}
+}
+
+// TestProtocolLine: the status table says when a rolling upgrade holds the
+// site below the newest build's protocol, and who holds it.
+func TestProtocolLine(t *testing.T) {
+	newer := func(id string, site int, members ...agent.MemberReport) agent.StatusReport {
+		return agent.StatusReport{ID: id, ProtocolVersion: 2, SiteProtocolVersion: site, Members: members}
+	}
+	uniform := []agent.StatusReport{newer("gw1", 2, agent.MemberReport{ID: "gw2", ProtocolMax: 2}), newer("gw2", 2)}
+	if got := protocolLine(uniform); got != "" {
+		t.Errorf("uniform site: %q", got)
+	}
+	mixed := []agent.StatusReport{
+		newer("gw1", 1, agent.MemberReport{ID: "gw2", ProtocolMax: 2}, agent.MemberReport{ID: "gw3", ProtocolMax: 1}),
+		newer("gw2", 1),
+		{ID: "gw3"}, // a build of protocol 1 reports no protocol fields
+	}
+	want := "protocol: the site runs 1, below the newest build's 2, because gw3 run(s) an older build (an upgrade under way)"
+	if got := protocolLine(mixed); got != want {
+		t.Errorf("mixed site:\n got %q\nwant %q", got, want)
+	}
+	refused := []agent.StatusReport{{ID: "gw1", ProtocolVersion: 2, SiteProtocolVersion: 2, ProtocolMismatch: []string{"gw9"}}}
+	if got := protocolLine(refused); !strings.Contains(got, "REFUSED (versions that do not overlap): gw9") {
+		t.Errorf("refused member: %q", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -139,15 +140,62 @@ func printStatusTable(w io.Writer, group string, reports []agent.StatusReport) {
 	}
 	fmt.Fprintf(w, "group %s: %s, %d agent(s) answered\n", group, summary, len(reports))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tROLE\tLEADER\tTERM\tQUORUM\tALGORITHM\tVERSION")
+	fmt.Fprintln(tw, "ID\tROLE\tLEADER\tTERM\tQUORUM\tALGORITHM\tVERSION\tPROTOCOL")
 	for _, r := range reports {
 		q := fmt.Sprintf("%d live / %d needed", r.Quorum.Live, r.Quorum.Size)
 		if !r.Quorum.OK {
 			q += " LOST"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Role, dash(r.Leader), r.Term, q, r.Algorithm, r.Version)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\n", r.ID, r.Role, dash(r.Leader), r.Term, q, r.Algorithm, r.Version, max(r.ProtocolVersion, 1))
 	}
 	tw.Flush()
+	if line := protocolLine(reports); line != "" {
+		fmt.Fprintln(w, line)
+	}
+}
+
+// protocolLine says, when the site runs below the newest build's protocol
+// (a rolling upgrade under way), at which version and because of whom; ""
+// when every member speaks the same. An agent of protocol 1 reports no
+// protocol fields.
+func protocolLine(reports []agent.StatusReport) string {
+	newest, site := 1, 0
+	below := map[string]bool{}
+	var mismatch []string
+	for _, r := range reports {
+		newest = max(newest, r.ProtocolVersion)
+		if r.ProtocolVersion == 0 {
+			below[r.ID] = true
+			continue
+		}
+		if site == 0 || r.SiteProtocolVersion < site {
+			site = r.SiteProtocolVersion
+		}
+		mismatch = append(mismatch, r.ProtocolMismatch...)
+		for _, m := range r.Members {
+			if m.ProtocolMax != 0 && m.ProtocolMax < r.ProtocolVersion {
+				below[m.ID] = true
+			}
+		}
+	}
+	if site == 0 {
+		site = 1
+	}
+	var out []string
+	if len(below) > 0 && site < newest {
+		ids := make([]string, 0, len(below))
+		for id := range below {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		out = append(out, fmt.Sprintf("protocol: the site runs %d, below the newest build's %d, because %s run(s) an older build (an upgrade under way)",
+			site, newest, strings.Join(ids, ", ")))
+	}
+	if len(mismatch) > 0 {
+		slices.Sort(mismatch)
+		out = append(out, "protocol: REFUSED (versions that do not overlap): "+strings.Join(slices.Compact(mismatch), ", "))
+	}
+	return strings.Join(out, "\n")
 }
 
 func dash(s string) string {

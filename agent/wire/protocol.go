@@ -14,7 +14,7 @@ import (
 // version says what a member understands inside it, and every member
 // announces the range it speaks (Announcement). A member sends a field or a
 // message type of protocol N only to members that announced N or more; a
-// broadcast goes at the site's version, the highest that every live member
+// broadcast goes at the site's version, the highest that every member
 // speaks. A member that announces nothing speaks protocol 1.
 //
 // History (docs/PROTOCOL.md lists the commits of each release):

@@ -187,6 +187,13 @@ func TestE2EMixedVersions(t *testing.T) {
 		}
 	}
 	siteVersion(proto, "gw1", "gw2")
+	// The operator's view: each agent's build and protocol, and why the
+	// site runs below this build's.
+	out, errOut, code := runCLI(t, "status", "--nats-url", ns.ClientURL(), "--group", "site")
+	wantLine := fmt.Sprintf("protocol: the site runs %d, below the newest build's %d, because gw1, gw2 run(s) an older build", proto, wire.ProtocolMax)
+	if code != 0 || !strings.Contains(out, wantLine) || !strings.Contains(out, "PROTOCOL") {
+		t.Errorf("edge-agent status on the mixed site (exit %d):\n%s%s\nwant a line %q", code, out, errOut, wantLine)
+	}
 
 	// Failovers on the mixed site: SIGKILL and SIGSTOP of whoever leads.
 	for i := 0; i < 6; i++ {
