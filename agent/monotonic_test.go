@@ -82,12 +82,11 @@ var allowedClockUse = map[string]string{
 	// The members' protocol versions: an announcement's age and a
 	// member's silence are differences of readings that carry monotonic
 	// clocks (Sub uses them); the rate limit measures from a base.
-	"bus/protocol.go: newProtocols: time.Now": "when the bus opened, compared with Sub: monotonic",
-	"bus/protocol.go: announce: time.Now":     "an announcement's arrival and the periodic re-reading: ages by Sub, monotonic",
-	"bus/protocol.go: announce: time.Since":   "monotonic: the rate limit's base carries a monotonic reading",
-	"bus/protocol.go: Protocol: time.Now":     "the instant of the view: ages by Sub, monotonic",
-	"bus/transport.go: Send: time.Now":        "the instant a message's level is read at: ages by Sub, monotonic",
-	"bus/transport.go: handle: time.Now":      "when a member was heard: ages by Sub, monotonic",
+	"bus/protocol.go: announce: time.Now":   "an announcement's arrival and the periodic re-reading: ages by Sub, monotonic",
+	"bus/protocol.go: announce: time.Since": "monotonic: the rate limit's base carries a monotonic reading",
+	"bus/protocol.go: Protocol: time.Now":   "the instant of the view: ages by Sub, monotonic",
+	"bus/transport.go: Send: time.Now":      "the instant a message's level is read at: ages by Sub, monotonic",
+	"bus/transport.go: handle: time.Now":    "when a member was heard: ages by Sub, monotonic",
 	// The duty guard logs how long removing a virtual IP took.
 	"edge/dutyguard/vip_linux.go: removeVIPs: time.Now":   "the start of a removal, for the log line",
 	"edge/dutyguard/vip_linux.go: removeVIPs: time.Since": "how long the removal took, for the log line: monotonic",
