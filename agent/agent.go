@@ -71,7 +71,17 @@ func WithRegistry(reg *prometheus.Registry) Option {
 // WithCallbacks sets the leadership callbacks.
 func WithCallbacks(cb Callbacks) Option { return func(a *Agent) error { a.out.cb = cb; return nil } }
 
-// WithVersion sets the version reported in status.
+// WithDutyHook makes the agent call f each time its leader duty (WithDuty)
+// starts running (true) or is gone (false), after edge_election_duty_running
+// changed. f runs on the duty's goroutine and must not block; edge-agent
+// pushes the metrics to the Pushgateway then, so that the push does not
+// wait for the next interval to show the duty that a leader change started.
+func WithDutyHook(f func(running bool)) Option {
+	return func(a *Agent) error { a.out.dutyHook = f; return nil }
+}
+
+// WithVersion sets the version reported in status and in
+// edge_election_build_info.
 func WithVersion(v string) Option { return func(a *Agent) error { a.out.version = v; return nil } }
 
 // Agent runs one member of an election group. Create it with New, then call
@@ -141,6 +151,7 @@ type outputs struct {
 	notify   *notifier
 	journal  *journal
 	watchers watchers
+	dutyHook func(running bool) // WithDutyHook
 }
 
 // leaderWork is what runs while this agent leads (leaderwork.go, duty.go).
@@ -195,8 +206,8 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	if a.out.reg == nil {
 		a.out.reg = prometheus.NewRegistry()
 	}
-	a.m = newMetrics(a.out.reg, a.out.ownReg, cfg.Group)
-	a.core.algGuard = newAlgorithmGuard(cfg.Algorithm, a.out.reg)
+	a.m = newMetrics(a.out.reg, a.out.ownReg, cfg.Group, a.out.version)
+	a.core.algGuard = newAlgorithmGuard(cfg.Algorithm, groupRegisterer(a.out.reg, cfg.Group))
 	if a.store == nil {
 		s, err := OpenFileStore(cfg.StateDir)
 		if err != nil {

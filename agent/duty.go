@@ -66,7 +66,12 @@ func (a *Agent) attachDuty() error {
 		Log:          a.log,
 		// The metrics are made after the duty is checked.
 		Restarts: func() { a.m.dutyRestarts.Inc() },
-		Running:  func(on bool) { boolGauge(a.m.dutyRunning, on) },
+		Running: func(on bool) {
+			boolGauge(a.m.dutyRunning, on)
+			if a.out.dutyHook != nil {
+				a.out.dutyHook(on)
+			}
+		},
 	})
 	switch {
 	case errors.Is(err, duty.ErrAttached):
