@@ -44,9 +44,10 @@ build-amd64:
 # directory, and a postinstall that creates the edge-agent system user.
 deb: build-arm64 build-amd64
 	@mkdir -p $(DIST) && rm -f $(DIST)/edge-agent_*.deb
+	@deploy/arm64/package-docs.sh $(DIST)/doc
 	@for arch in arm64 amd64; do \
 		echo "nfpm: edge-agent $(DEB_VERSION) $$arch"; \
-		DEB_ARCH=$$arch DEB_VERSION=$(DEB_VERSION) BIN=$(BIN)/edge-agent-linux-$$arch \
+		DEB_ARCH=$$arch DEB_VERSION=$(DEB_VERSION) BIN=$(BIN)/edge-agent-linux-$$arch DOCS=$(DIST)/doc \
 			$(NFPM) package --config deploy/arm64/nfpm.yaml --packager deb --target $(DIST)/ || exit 1; \
 	done
 

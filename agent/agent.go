@@ -71,7 +71,17 @@ func WithRegistry(reg *prometheus.Registry) Option {
 // WithCallbacks sets the leadership callbacks.
 func WithCallbacks(cb Callbacks) Option { return func(a *Agent) error { a.out.cb = cb; return nil } }
 
-// WithVersion sets the version reported in status.
+// WithDutyHook makes the agent call f each time its leader duty (WithDuty)
+// starts running (true) or is gone (false), after edge_election_duty_running
+// changed. f runs on the duty's goroutine and must not block; edge-agent
+// pushes the metrics to the Pushgateway then, so that the push does not
+// wait for the next interval to show the duty that a leader change started.
+func WithDutyHook(f func(running bool)) Option {
+	return func(a *Agent) error { a.out.dutyHook = f; return nil }
+}
+
+// WithVersion sets the version reported in status and in
+// edge_election_build_info.
 func WithVersion(v string) Option { return func(a *Agent) error { a.out.version = v; return nil } }
 
 // Agent runs one member of an election group. Create it with New, then call
@@ -123,6 +133,9 @@ type loopState struct {
 	algGuard    *algorithmGuard
 	nonces      map[string]uint64 // signed handover requests of this term (freshRequest)
 	withheld    bool              // a RESIGN was withheld since handOver began (see release)
+	cause       string            // why the handover under way was asked for (logwords.go)
+	resignTo    string            // the nominee of the RESIGN in the Ready being reported
+	failLog     *repeatLog        // failed elections, summarised (logwords.go)
 }
 
 // statusSnapshot is the core's status as of the loop's last Ready.
@@ -141,7 +154,8 @@ type outputs struct {
 	notify   *notifier
 	journal  *journal
 	watchers watchers
-	history  leaderHistory // the last leader changes, for status
+	history  leaderHistory      // the last leader changes, for status
+	dutyHook func(running bool) // WithDutyHook
 }
 
 // leaderWork is what runs while this agent leads (leaderwork.go, duty.go).
@@ -183,6 +197,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 			// One warning about refused term jumps per minute (ten at once).
 			termJumpLog: ratelimit.NewLimiter(1.0/60, 10, 1),
 			nonces:      map[string]uint64{},
+			failLog:     newRepeatLog(FailedElectionLogEvery),
 		},
 		out:  outputs{ownReg: true},
 		fast: fastPath{noFast: cfg.DisableFastFailover, leaderConn: map[string]string{}},
@@ -198,8 +213,8 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	if a.out.reg == nil {
 		a.out.reg = prometheus.NewRegistry()
 	}
-	a.m = newMetrics(a.out.reg, a.out.ownReg, cfg.Group)
-	a.core.algGuard = newAlgorithmGuard(cfg.Algorithm, a.out.reg)
+	a.m = newMetrics(a.out.reg, a.out.ownReg, cfg.Group, a.out.version)
+	a.core.algGuard = newAlgorithmGuard(cfg.Algorithm, groupRegisterer(a.out.reg, cfg.Group))
 	if a.store == nil {
 		s, err := OpenFileStore(cfg.StateDir)
 		if err != nil {
@@ -452,6 +467,11 @@ func (a *Agent) onInput(in Input) error {
 // rank) and applies the result at once. herr is the core's answer (not
 // leading, no such member); err a failure to persist.
 func (a *Agent) handOver(nominee string) (herr, err error) {
+	a.core.cause = causeResign
+	if nominee != "" {
+		a.core.cause = causeTransfer
+	}
+	defer func() { a.core.cause = "" }()
 	herr = a.node.Resign(nominee)
 	a.core.withheld = false
 	if err = a.process(); err == nil {
@@ -603,6 +623,7 @@ func (a *Agent) countRejected(err error) {
 func (a *Agent) shutdown() error {
 	if a.core.role == election.Leader {
 		a.log.Info("shutting down: handing over leadership")
+		a.core.cause = causeShutdown
 		if err := a.node.Resign(""); err == nil {
 			if err := a.process(); err != nil {
 				return err
@@ -640,6 +661,7 @@ func (a *Agent) process() error {
 	a.sendReady(rd, withhold)
 	a.lease.term.Store(rd.Term)
 	a.m.term.Set(float64(rd.Term))
+	a.core.resignTo = resignNominee(rd.Messages)
 	for _, ev := range rd.Events {
 		a.report(ev)
 	}
@@ -758,6 +780,9 @@ func (a *Agent) reportLeader(rd election.Ready) {
 	a.log.Info("leader changed", "leader", rd.Leader, "previous", old, "term", rd.Term)
 	a.out.history.add(LeaderChangeRecord{Time: time.Now().UTC(), Term: rd.Term, Leader: rd.Leader, Previous: old,
 		Reason: changeReason(a.cfg.ID, old, rd.Leader, rd.Events)})
+	if rd.Leader != "" {
+		a.core.failLog.reset() // the next outage's first failure is logged at once
+	}
 	if a.out.cb.OnNewLeader != nil {
 		id, term := rd.Leader, rd.Term
 		a.out.notify.push(func() { a.out.cb.OnNewLeader(id, term) })
@@ -777,10 +802,20 @@ func (a *Agent) report(ev election.Event) {
 	case election.EventElectionFailed:
 		a.m.electionEnded("failed", a.mono())
 		a.m.elections.WithLabelValues("failed").Inc()
-		a.log.Info("election failed", "term", ev.Term, "reason", ev.Reason.String())
+		if ok, n := a.core.failLog.allow(ev.Reason.String(), a.mono()); !ok {
+			a.log.Debug("election failed", "term", ev.Term, "reason", ev.Reason.String())
+		} else if n > 0 {
+			a.log.Info("election failed", "term", ev.Term, "reason", ev.Reason.String(), "suppressed", n)
+		} else {
+			a.log.Info("election failed", "term", ev.Term, "reason", ev.Reason.String())
+		}
 	case election.EventSteppedDown:
 		a.m.stepDowns.WithLabelValues(ev.Reason.Label()).Inc()
-		a.log.Warn("stepped down", "term", ev.Term, "reason", ev.Reason.String(), "peer", ev.Peer)
+		if isHandover(ev.Reason) {
+			a.log.Info("stepped down", "term", ev.Term, "reason", handoverWords(ev.Reason, a.core.resignTo, a.core.cause), "peer", a.core.resignTo)
+		} else {
+			a.log.Warn("stepped down", "term", ev.Term, "reason", ev.Reason.String(), "peer", ev.Peer)
+		}
 	case election.EventStaleTerm:
 		a.m.badMessage("stale_term") // answered with the current term
 	case election.EventVoteRefused:

@@ -67,7 +67,13 @@ func (a *Agent) attachDuty() error {
 		Log:          a.log,
 		// The metrics are made after the duty is checked.
 		Restarts: func() { a.m.dutyRestarts.Inc(); a.work.dutyState.restarts.Add(1) },
-		Running:  func(on bool) { boolGauge(a.m.dutyRunning, on); a.work.dutyState.running.Store(on) },
+		Running: func(on bool) {
+			boolGauge(a.m.dutyRunning, on)
+			a.work.dutyState.running.Store(on)
+			if a.out.dutyHook != nil {
+				a.out.dutyHook(on)
+			}
+		},
 	}
 	a.attachVIP(&h, a.work.duty.Config().VIP)
 	err := a.work.duty.Attach(h)

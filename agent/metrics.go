@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +36,7 @@ type metrics struct {
 	dutyRestarts     prometheus.Counter
 	dutyRunning      prometheus.Gauge
 	protocol         *prometheus.GaugeVec
+	buildInfo        *prometheus.GaugeVec
 
 	// electionStart is when this agent last stood for election (proclaimed)
 	// and electionOpen whether it still stands; only the agent's loop uses
@@ -55,12 +58,17 @@ var badReasons = []string{
 	"unverified", "rate_limited", "term_jump",
 }
 
-// newMetrics registers the agent's series on reg. group is the election
-// group: edge_election_duty_running carries it as a label of its own, so
-// that a Prometheus scraping the gateways directly (not through the
-// Pushgateway, whose grouping key adds it) can count the duties running in
-// a group; the Pusher leaves it out of the pushed series (edge.NewPusher).
-func newMetrics(reg prometheus.Registerer, withRuntime bool, group string) *metrics {
+// newMetrics registers the agent's series on reg. Every edge_election_
+// series carries the election group as a label (group), as the pushed
+// series do through the Pushgateway's grouping key: a Prometheus that
+// scrapes the gateways directly can then count leaders and duties per
+// group. The Pusher leaves the label out of what it pushes, since the
+// grouping key adds it back (edge.NewPusher). The Go and process series,
+// which say nothing about a group, stay without it. version is the build's
+// version for edge_election_build_info ("unknown" when empty).
+func newMetrics(reg prometheus.Registerer, withRuntime bool, group, version string) *metrics {
+	runtimeReg := reg
+	reg = groupRegisterer(reg, group)
 	f := promauto.With(reg)
 	m := &metrics{
 		isLeader: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_is_leader",
@@ -97,8 +105,24 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool, group string) *metr
 		dutyRestarts: f.NewCounter(prometheus.CounterOpts{Name: "edge_election_duty_restarts_total",
 			Help: "Times the leader duty command was started again while this agent kept leading."}),
 		dutyRunning: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_duty_running",
-			Help:        "1 while this agent's leader duty command runs.",
-			ConstLabels: prometheus.Labels{"group": group}}),
+			Help: "1 while this agent's leader duty command runs."}),
+		buildInfo: f.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_election_build_info",
+			Help: "Always 1: the agent's version and the highest protocol version it speaks (docs/PROTOCOL.md), as labels."}, []string{"version", "protocol"}),
+	}
+	if version == "" {
+		version = "unknown"
+	}
+	m.buildInfo.WithLabelValues(version, strconv.Itoa(wire.ProtocolMax)).Set(1)
+	// Every labelled counter exists at zero from the first scrape, so that
+	// rate() and absent() rules work before the first increment (a
+	// one-member group sends no election message at all).
+	for _, t := range messageTypes() {
+		for _, d := range []string{"in", "out"} {
+			m.messages.WithLabelValues(t, d)
+		}
+	}
+	for _, r := range stepDownReasons() {
+		m.stepDowns.WithLabelValues(r)
 	}
 	m.protocol = f.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_election_protocol_version",
 		Help: "Protocol version: scope=build, the highest this build speaks; scope=site, the highest every member speaks (lower while a member runs an older build or is down)."}, []string{"scope"})
@@ -118,9 +142,42 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool, group string) *metr
 		}
 	}
 	if withRuntime {
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		runtimeReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m
+}
+
+// groupRegisterer registers on reg with the label group=group added to
+// every series.
+func groupRegisterer(reg prometheus.Registerer, group string) prometheus.Registerer {
+	return prometheus.WrapRegistererWith(prometheus.Labels{"group": group}, reg)
+}
+
+// messageTypes returns the wire name of every election message type, in
+// the election package's order: the values of messages_total's type label.
+func messageTypes() []string {
+	var out []string
+	for t := election.MsgHeartbeat; ; t++ {
+		name := t.String()
+		if _, ok := election.ParseMsgType(name); !ok {
+			return out
+		}
+		out = append(out, name)
+	}
+}
+
+// stepDownReasons returns the values of step_downs_total's reason label:
+// the labels of every reason the election package names, "other" included.
+func stepDownReasons() []string {
+	seen := map[string]bool{}
+	var out []string
+	for r := election.ReasonNone + 1; !strings.HasPrefix(r.String(), "Reason("); r++ {
+		if l := r.Label(); !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func (m *metrics) message(t election.MsgType, direction string) {

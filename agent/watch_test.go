@@ -213,7 +213,7 @@ func testElectionDurationObserved(t *testing.T) {
 		}
 		for _, m := range mf.GetMetric() {
 			h := m.GetHistogram()
-			if m.GetLabel()[0].GetValue() == "won" && (h.GetSampleCount() < 1 || h.GetSampleSum() <= 0 || h.GetSampleSum() > 1) {
+			if labelOf(m, "result") == "won" && (h.GetSampleCount() < 1 || h.GetSampleSum() <= 0 || h.GetSampleSum() > 1) {
 				t.Errorf("won: %d samples, sum %v s", h.GetSampleCount(), h.GetSampleSum())
 			}
 		}
@@ -230,7 +230,7 @@ func testElectionDurationObserved(t *testing.T) {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			if ls := m.GetLabel(); len(ls) != 1 || ls[0].GetName() != "group" || ls[0].GetValue() != "site" {
+			if ls := m.GetLabel(); len(ls) != 1 || labelOf(m, "group") != "site" {
 				t.Errorf("edge_election_duty_running labels %v, want group=site", ls)
 			}
 		}

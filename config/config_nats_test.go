@@ -115,10 +115,18 @@ func TestLoadConfigNATSErrors(t *testing.T) {
 }
 
 // TestShippedConfigPasses: the config the .deb installs as a conffile is
-// valid as shipped (apart from the site's own values), names no file, and
-// needs no network: its hosts are examples that resolve nowhere.
+// refused as shipped, naming id and telling to set it (a gateway whose id
+// was forgotten must not join as another gateway); with an id it is valid,
+// names no file, and needs no network: its hosts are examples that resolve
+// nowhere.
 func TestShippedConfigPasses(t *testing.T) {
-	rc, err := LoadFile("../deploy/arm64/edge-agent.yaml")
+	const shipped = "../deploy/arm64/edge-agent.yaml"
+	_, err := LoadFile(shipped)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Key != "id" || !strings.Contains(err.Error(), `"CHANGE-ME" is the packaged placeholder: set id to this gateway's member id (one of members: gw1, gw2, gw3), or give --id`) {
+		t.Fatalf("shipped config as is: %v; want the placeholder id refused", err)
+	}
+	rc, err := Load([]string{"--config", shipped, "--id", "gw2"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,11 @@ import (
 	"github.com/edge-agent/edge-agent/edge"
 )
 
+// PlaceholderID is the id of the packaged config file: not a gateway's id,
+// so that a gateway whose id was never set refuses to start (and
+// check-config says so) instead of joining its group as another gateway.
+const PlaceholderID = "CHANGE-ME"
+
 // finish validates l's Config once every source has been applied: the
 // agent's Config (which fills its defaults) and then the binary's own
 // rules.
@@ -25,6 +30,13 @@ func (l *loader) finish() (*Config, error) {
 	}
 	if c.Agent.ID == "" {
 		return nil, l.errorf("id", "this gateway's member id is required")
+	}
+	if c.Agent.ID == PlaceholderID {
+		ids := make([]string, len(c.Agent.Members))
+		for i, m := range c.Agent.Members {
+			ids[i] = m.ID
+		}
+		return nil, l.errorf("id", "%q is the packaged placeholder: set id to this gateway's member id (one of members: %s), or give --id", PlaceholderID, strings.Join(ids, ", "))
 	}
 	if c.Agent.Group == "" {
 		return nil, l.errorf("group", "the election group name is required")

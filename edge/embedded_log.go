@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 )
 
 // LevelTrace is the slog level of nats-server trace lines (every protocol
@@ -19,9 +20,17 @@ const LevelTrace = slog.LevelDebug - 4
 // and errors are rate-limited per format (LogBurst): a client that provokes
 // the same error (a permissions violation) thousands of times gets ten
 // lines, then one every LogEvery with the count of those left out.
+//
+// A route to a gateway that is down fails once a second for as long as it
+// is down (nats-server retries explicit routes forever and reports every
+// failed reconnect): those errors are limited per peer and cause, to the
+// first one and then one every RouteErrorEvery carrying suppressed=N, and
+// the lines left out go to Debug. One down gateway thus costs a line a
+// minute, and never hides another peer's errors.
 type serverLogger struct {
-	log *slog.Logger
-	lim *logLimiter
+	log      *slog.Logger
+	lim      *logLimiter
+	routeLim *logLimiter
 
 	mu        sync.Mutex
 	fatalText string
@@ -31,7 +40,24 @@ func newServerLogger(l *slog.Logger) *serverLogger {
 	if l != nil {
 		l = l.With("component", "nats-server")
 	}
-	return &serverLogger{log: l, lim: newLogLimiter(LogBurst, LogEvery)}
+	return &serverLogger{log: l, lim: newLogLimiter(LogBurst, LogEvery), routeLim: newLogLimiter(1, RouteErrorEvery)}
+}
+
+// RouteErrorEvery is how often a failing route to one peer is logged after
+// its first failure.
+const RouteErrorEvery = time.Minute
+
+// routeConnErrFmt is nats-server's format for a failed route connection
+// (server/route.go); its arguments are the attempt number and the error,
+// which names the peer's address.
+const routeConnErrFmt = "Error trying to connect to route (attempt %v): %v"
+
+// limitKey returns the limiter and key of a line of format with v.
+func (s *serverLogger) limitKey(format string, v []any) (*logLimiter, string) {
+	if format == routeConnErrFmt && len(v) == 2 {
+		return s.routeLim, fmt.Sprint(v[1]) // the peer and the cause, not the attempt
+	}
+	return s.lim, format
 }
 
 func (s *serverLogger) enabled(level slog.Level) bool {
@@ -51,8 +77,13 @@ func (s *serverLogger) emit(level slog.Level, format string, v []any) {
 		s.log.Log(context.Background(), level, fmt.Sprintf(format, v...))
 		return
 	}
-	ok, suppressed := s.lim.allow(format)
+	lim, key := s.limitKey(format, v)
+	ok, suppressed := lim.allow(key)
 	switch {
+	case !ok && lim == s.routeLim:
+		if s.enabled(slog.LevelDebug) {
+			s.log.Log(context.Background(), slog.LevelDebug, fmt.Sprintf(format, v...))
+		}
 	case !ok:
 	case suppressed > 0:
 		s.log.Log(context.Background(), level, fmt.Sprintf(format, v...), "suppressed", suppressed)

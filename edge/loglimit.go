@@ -26,6 +26,7 @@ type logLimiter struct {
 	burst int
 	every time.Duration
 	start time.Time
+	clock func() time.Duration // tests: the time since start; nil reads the monotonic clock
 
 	mu    sync.Mutex
 	kinds map[string]*logKind
@@ -44,7 +45,12 @@ func newLogLimiter(burst int, every time.Duration) *logLimiter {
 // allow reports whether a line of kind key may be written now and, if so,
 // how many lines of that kind were left out before it.
 func (l *logLimiter) allow(key string) (ok bool, suppressed int) {
-	now := time.Since(l.start)
+	var now time.Duration
+	if l.clock != nil {
+		now = l.clock()
+	} else {
+		now = time.Since(l.start)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k, found := l.kinds[key]

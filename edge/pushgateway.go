@@ -238,6 +238,13 @@ func (p *Pusher) push(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	err := p.pusher.PushContext(pctx)
+	if err != nil && ctx.Err() != nil {
+		// Cut short by shutdown (a leader's handover triggers a push just
+		// before Run's context ends): not a failure of the Pushgateway,
+		// and the final push follows.
+		p.log.Debug("push cut short by shutdown", "err", err)
+		return err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lastErr = err

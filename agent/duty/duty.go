@@ -259,6 +259,10 @@ func (d *Duty) runHook(ctx context.Context, log *slog.Logger, name string, argv,
 	switch {
 	case hctx.Err() != nil && ctx.Err() == nil:
 		log.Warn("hook timed out and was killed", "hook", name, "timeout", d.cfg.HookTimeout)
+	case err != nil && ctx.Err() != nil:
+		// Leadership ended while the hook ran (a handover, a shutdown, a
+		// lost lease, each logged on its own): stopping it is the plan.
+		log.Info("hook stopped: leadership ended", "hook", name, "took", took)
 	case err != nil:
 		log.Warn("hook failed", "hook", name, "took", took, "err", err)
 	default:

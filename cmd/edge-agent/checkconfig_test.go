@@ -40,3 +40,41 @@ func TestCheckConfigDescribesOps(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigStateDir: check-config refuses a state_dir that is not a
+// directory, naming the key, and accepts one that does not exist yet when
+// it could be created, without creating it (as root too).
+func TestCheckConfigStateDir(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func(stateDir string) (int, string, string) {
+		path := configtest.Write(t, configtest.BaseYAML(map[string]string{"state_dir": "state_dir: " + stateDir}))
+		var out, errOut strings.Builder
+		code := run([]string{"check-config", path}, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	if code, _, errOut := check(file); code != exitUsage || !strings.Contains(errOut, "state_dir: "+file+" is not a directory") {
+		t.Errorf("a file as state_dir: exit %d, %q; want 2 naming state_dir", code, errOut)
+	}
+	missing := filepath.Join(dir, "nonexistent", "edge-agent")
+	code, out, errOut := check(missing)
+	if code != exitOK || !strings.Contains(out, "state_dir "+missing+" does not exist yet: the agent will create it") {
+		t.Errorf("a missing state_dir under a writable directory: exit %d, %q %q", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nonexistent")); !os.IsNotExist(err) {
+		t.Errorf("check-config created %s (%v)", filepath.Join(dir, "nonexistent"), err)
+	}
+}
+
+// TestCheckConfigPackagedID: the packaged config is refused as shipped,
+// with a message that tells the operator to set the id.
+func TestCheckConfigPackagedID(t *testing.T) {
+	var out, errOut strings.Builder
+	code := run([]string{"check-config", "../../deploy/arm64/edge-agent.yaml"}, &out, &errOut)
+	if code != exitUsage || !strings.Contains(errOut.String(), `id: "CHANGE-ME" is the packaged placeholder: set id to this gateway's member id`) {
+		t.Errorf("exit %d, %q; want 2 and the placeholder message", code, errOut.String())
+	}
+}

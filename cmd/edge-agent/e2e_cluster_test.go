@@ -75,7 +75,7 @@ func TestE2EClusteredEmbeddedNATS(t *testing.T) {
 	fast := 0
 	for _, id := range survivors {
 		_, m := httpGet(t, "http://"+site.Proc(id).HTTPAddr+"/metrics")
-		if strings.Contains(m, "edge_election_fast_suspicions_total 1") {
+		if strings.Contains(m, `edge_election_fast_suspicions_total{group="site"} 1`) {
 			fast++
 		}
 	}

@@ -109,8 +109,8 @@ func TestE2EFailoverWithProcesses(t *testing.T) {
 	if code, _ := httpGet(t, "http://"+leader.HTTPAddr+"/readyz"); code != 200 {
 		t.Errorf("/readyz: %d", code)
 	}
-	if _, metrics := httpGet(t, "http://"+leader.HTTPAddr+"/metrics"); !strings.Contains(metrics, "edge_election_is_leader 1") ||
-		!strings.Contains(metrics, `edge_election_messages_total{direction="out",type="heartbeat"}`) {
+	if _, metrics := httpGet(t, "http://"+leader.HTTPAddr+"/metrics"); !strings.Contains(metrics, `edge_election_is_leader{group="site"} 1`) ||
+		!strings.Contains(metrics, `edge_election_messages_total{direction="out",group="site",type="heartbeat"}`) {
 		t.Errorf("/metrics of the leader lacks series:\n%s", metrics)
 	}
 
@@ -284,8 +284,8 @@ func TestE2EFastFailoverOnServerAdvisory(t *testing.T) {
 				continue
 			}
 			_, m := httpGet(t, "http://"+site.Proc(id).HTTPAddr+"/metrics")
-			if !strings.Contains(m, `edge_election_messages_total{direction="in",type="heartbeat"} 2`) &&
-				!strings.Contains(m, `edge_election_messages_total{direction="in",type="heartbeat"} 3`) {
+			if !strings.Contains(m, `edge_election_messages_total{direction="in",group="site",type="heartbeat"} 2`) &&
+				!strings.Contains(m, `edge_election_messages_total{direction="in",group="site",type="heartbeat"} 3`) {
 				return false, id + " received no heartbeats"
 			}
 			heard[id] = true
@@ -310,7 +310,7 @@ func TestE2EFastFailoverOnServerAdvisory(t *testing.T) {
 	fast := 0
 	for _, id := range survivors {
 		_, m := httpGet(t, "http://"+site.Proc(id).HTTPAddr+"/metrics")
-		if strings.Contains(m, "edge_election_fast_suspicions_total 1") {
+		if strings.Contains(m, `edge_election_fast_suspicions_total{group="site"} 1`) {
 			fast++
 		}
 	}

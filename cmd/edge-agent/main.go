@@ -211,7 +211,15 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 		}
 		fh.Close()
 	}
+	// The state directory must be there or creatable, and writable by
+	// this user; nothing is created by checking.
+	note, err := agent.CheckStateDir(rc.Agent.StateDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "edge-agent: config %s: state_dir: %v\n", *path, err)
+		return exitUsage
+	}
 	rc.Describe(stdout)
+	fmt.Fprintln(stdout, note)
 	return exitOK
 }
 

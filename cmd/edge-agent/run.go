@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,12 +37,18 @@ func runAgent(ctx context.Context, rc *config.Config, log *slog.Logger) error {
 		return err
 	}
 	duty, dutyOpts := dutyFor(rc)
+	// A duty that starts or stops is pushed at once: the push of the leader
+	// change itself comes before the duty runs.
+	var pushNow lateTrigger
+	if duty != nil {
+		dutyOpts = append(dutyOpts, agent.WithDutyHook(func(bool) { pushNow.fire() }))
+	}
 	a, err := agent.New(rc.Agent, append(opts, dutyOpts...)...)
 	if err != nil {
 		return err
 	}
 	// After Run returns: the duty's processes are gone, then the last push.
-	stopPush, err := startPusher(rc, a, log)
+	stopPush, err := startPusher(rc, a, log, &pushNow)
 	if err != nil {
 		return err
 	}
@@ -258,10 +265,24 @@ func dutyFor(rc *config.Config) (*agent.Duty, []agent.Option) {
 	return d, []agent.Option{agent.WithDuty(d)}
 }
 
+// lateTrigger calls a function set after it was handed out (the Pusher's
+// Trigger, which exists only once the agent does); before that, and
+// without a Pushgateway, fire does nothing.
+type lateTrigger struct{ f atomic.Pointer[func()] }
+
+func (t *lateTrigger) set(f func()) { t.f.Store(&f) }
+
+func (t *lateTrigger) fire() {
+	if f := t.f.Load(); f != nil {
+		(*f)()
+	}
+}
+
 // startPusher starts pushing a's metrics to the Pushgateway of rc, if any:
-// periodically and at once on every leader change. stop, to be called
-// after a's Run returned, makes the final push and waits for it.
-func startPusher(rc *config.Config, a *agent.Agent, log *slog.Logger) (stop func(), err error) {
+// periodically, at once on every leader change, and at once when now fires
+// (the duty started or stopped). stop, to be called after a's Run
+// returned, makes the final push and waits for it.
+func startPusher(rc *config.Config, a *agent.Agent, log *slog.Logger, now *lateTrigger) (stop func(), err error) {
 	if rc.Push.URL == "" {
 		return func() {}, nil
 	}
@@ -273,6 +294,7 @@ func startPusher(rc *config.Config, a *agent.Agent, log *slog.Logger) (stop func
 	if err != nil {
 		return nil, err
 	}
+	now.set(p.Trigger)
 	changes, cancelWatch := a.Watch()
 	go func() {
 		for range changes {

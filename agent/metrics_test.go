@@ -1,0 +1,109 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/edge-agent/edge-agent/agent/wire"
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// scrape returns the agent's /metrics as the HTTP handler serves it.
+func scrape(t *testing.T, a *Agent) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/metrics: %d", rec.Code)
+	}
+	return rec.Body.String()
+}
+
+// TestMetricsFirstScrape: the first scrape of a one-member group, before
+// any message was sent, has every labelled counter at zero, the group label
+// on every edge_election_ series (and on none of the Go and process ones)
+// and the build info.
+func TestMetricsFirstScrape(t *testing.T) {
+	members := []election.Member{{ID: "gw1", Priority: 1}}
+	cfg := Config{ID: "gw1", Group: "site", Members: members, Heartbeat: 100 * time.Millisecond, StateDir: t.TempDir()}
+	a, err := New(cfg, WithTransport(NewMemNetwork().Join("gw1")), WithVersion("1.2.3"),
+		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.store.Close()
+	text := scrape(t, a)
+	lines := map[string]bool{}
+	for _, l := range strings.Split(text, "\n") {
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		lines[l] = true
+		name := l[:strings.IndexAny(l, "{ ")]
+		grouped := strings.Contains(l, `group="site"`)
+		switch {
+		case strings.HasPrefix(name, "edge_election_") && !grouped:
+			t.Errorf("no group label: %s", l)
+		case !strings.HasPrefix(name, "edge_election_") && grouped:
+			t.Errorf("a runtime series with the group label: %s", l)
+		}
+	}
+	want := []string{`edge_election_build_info{group="site",protocol="` + strconv.Itoa(wire.ProtocolMax) + `",version="1.2.3"} 1`}
+	// The wire types of the README's contract, both directions.
+	for _, typ := range []string{"heartbeat", "ack", "election", "ok", "coordinator", "vote", "resign",
+		"ring_token", "ring_ack", "pre_vote", "pre_vote_reply"} {
+		for _, dir := range []string{"in", "out"} {
+			want = append(want, fmt.Sprintf(`edge_election_messages_total{direction=%q,group="site",type=%q} 0`, dir, typ))
+		}
+	}
+	for _, r := range []string{"resigned", "lease_expired", "higher_term", "route_lost", "connection_lost", "other"} {
+		want = append(want, fmt.Sprintf(`edge_election_step_downs_total{group="site",reason=%q} 0`, r))
+	}
+	want = append(want, `edge_election_elections_total{group="site",result="failed"} 0`,
+		`edge_election_bad_messages_total{group="site",reason="stale_term"} 0`,
+		`edge_election_control_requests_total{group="site",result="ok",verb="transfer"} 0`,
+		`edge_election_algorithm_mismatch_members{group="site"} 0`,
+		`edge_election_duty_running{group="site"} 0`)
+	for _, w := range want {
+		if !lines[w] {
+			t.Errorf("first scrape lacks %s", w)
+		}
+	}
+	if !strings.Contains(text, "\ngo_goroutines ") {
+		t.Error("no go_goroutines series without labels")
+	}
+}
+
+// TestBuildInfoWithoutVersion: a library user who gives no version still
+// gets the series, with version "unknown".
+func TestBuildInfoWithoutVersion(t *testing.T) {
+	members := []election.Member{{ID: "gw1", Priority: 1}}
+	cfg := Config{ID: "gw1", Group: "g", Members: members, Heartbeat: 100 * time.Millisecond, StateDir: t.TempDir()}
+	a, err := New(cfg, WithTransport(NewMemNetwork().Join("gw1")), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.store.Close()
+	if w := `edge_election_build_info{group="g",protocol="` + strconv.Itoa(wire.ProtocolMax) + `",version="unknown"} 1`; !strings.Contains(scrape(t, a), w) {
+		t.Errorf("no %s", w)
+	}
+}
+
+// labelOf returns the value of m's label name, or "".
+func labelOf(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
