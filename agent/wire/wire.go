@@ -99,6 +99,8 @@ type wireMessage struct {
 	Participants []string `json:"participants,omitempty"`
 	Conn         string   `json:"conn,omitempty"`
 	Alg          string   `json:"alg,omitempty"`
+	// Drained, on an ack, says the sender never stands (edge-agent drain).
+	Drained bool `json:"drained,omitempty"`
 	// Ep and N number a signed message (epoch of the sender's process,
 	// counter within it), so that receivers can refuse replays.
 	Ep uint64 `json:"ep,omitempty"`
@@ -119,6 +121,7 @@ type fieldRule struct {
 	needTo        bool // the message goes to one member, never to the group
 	participants  bool
 	conn          bool
+	drained       bool
 }
 
 // fieldRules is the per-type field contract of the wire format. Election, OK
@@ -131,7 +134,7 @@ type fieldRule struct {
 // not vote.
 var fieldRules = map[election.MsgType]fieldRule{
 	election.MsgHeartbeat:   {needTerm: true, seq: true, needSeq: true, alive: true, conn: true},
-	election.MsgAck:         {needTerm: true, seq: true},
+	election.MsgAck:         {needTerm: true, seq: true, drained: true},
 	election.MsgElection:    {},
 	election.MsgOK:          {},
 	election.MsgCoordinator: {needTerm: true, seq: true},
@@ -182,6 +185,7 @@ func EncodeNumbered(group string, m election.Message, ep, n uint64) ([]byte, err
 		Participants: m.Participants,
 		Conn:         m.Conn,
 		Alg:          m.Algorithm,
+		Drained:      m.Drained,
 		Ep:           ep,
 		N:            n,
 	}
@@ -260,6 +264,7 @@ func decodeChecked(w wireMessage, subject string, expect DecodeContext) (electio
 		Participants: nilIfEmpty(w.Participants),
 		Conn:         w.Conn,
 		Algorithm:    w.Alg,
+		Drained:      w.Drained,
 	}
 	if err := checkMembers(m, expect.Members); err != nil {
 		return election.Message{}, err
@@ -391,6 +396,8 @@ func (w *wireMessage) field(key string) any {
 		return &w.Conn
 	case "alg":
 		return &w.Alg
+	case "drained":
+		return &w.Drained
 	case "ep":
 		return &w.Ep
 	case "n":
@@ -497,6 +504,8 @@ func checkFields(m election.Message) error {
 		return bad(ReasonBadField, "participants set on %s", t)
 	case !r.conn && m.Conn != "":
 		return bad(ReasonBadField, "conn set on %s", t)
+	case !r.drained && m.Drained:
+		return bad(ReasonBadField, "drained set on %s", t)
 	case m.Algorithm != "" && m.Algorithm != "bully" && m.Algorithm != "ring":
 		return bad(ReasonBadField, "alg %q is not bully or ring", m.Algorithm)
 	case !validConn(m.Conn):
