@@ -74,8 +74,6 @@ type ring struct {
 	phase  ringPhase
 	until  int64
 	expect string // ringAwait: the member expected to win
-	// awaitFrom: ringAwait began at this tick.
-	awaitFrom int64
 	champ     string    // the candidate of the round this member is part of (itself as candidate)
 	round     ringRound // ringCandidate: our round
 	won       ringToken // ringWon: the decided token
@@ -135,12 +133,17 @@ func (r *ring) startElection(expected string) {
 	}
 	if !c.mayStand() {
 		// Drained: the others may expect this member to start the round
-		// (they do not know it is drained). Tell the member it expects
-		// instead that it is alive, so that the round it starts once its
-		// wait for this member ends passes through it for its vote.
-		c.suspect(expected)
+		// (they do not know it is drained). Tell every member in view that
+		// it is alive (its unasked pre-vote), so that the round one of
+		// them starts once its wait for this member ends passes through it
+		// for its vote rather than skipping it. It does so every D while
+		// no leader is heard.
+		for _, m := range c.members {
+			if m.ID != c.self.ID && !r.presumedDead(m.ID) {
+				c.suspect(m.ID)
+			}
+		}
 	}
-	r.awaitFrom = c.now
 	r.setPhase(ringAwait, c.now+int64(c.cfg.AnswerTicks))
 }
 
@@ -375,9 +378,10 @@ func (r *ring) onDeadline() {
 		// Neither the expected member's round nor its heartbeat came: it is
 		// dead too, or the view was stale. Every member that waited starts
 		// its own round now; Chang-Roberts keeps that at O(n). A member
-		// heard from about when the wait began is alive but does not
-		// stand (drained): the round asks it for its vote.
-		if c.lastSeen[r.expect] < r.awaitFrom-int64(c.cfg.AnswerTicks) {
+		// heard from directly within D is alive but does not stand
+		// (drained): the round asks it for its vote. (The leader's view
+		// is older than that by the time the wait ends.)
+		if c.now-c.lastSeen[r.expect] > int64(c.cfg.ElectionTicks) {
 			r.markDead(r.expect)
 		}
 		if c.now >= c.standAfter {
@@ -537,25 +541,30 @@ func (r *ring) handle(tok ringToken) bool {
 	at, seen := r.seen[tok.key()]
 	seen = seen && c.now-at < r.roundTicks()
 	// A drained member never takes a round over. The first time a round
-	// climbs past it, it passes the token on as it is, to the members
-	// above or round to the candidate; when the candidate sends it the
-	// token again, every member above has been asked, and it votes for the
-	// candidate as a member below it would (its vote may be needed).
-	drainedPass := !c.mayStand() && c.outranks(self, tok.cand) && len(tok.voters) == 0
-	if seen && !drainedPass {
+	// climbs past it without votes, it passes the token on as it is, to
+	// the members above or round to the candidate; when the token comes
+	// again, or carries votes, it has been round (every member above was
+	// asked), and the drained member votes for the candidate as a member
+	// below it would: its vote may be needed.
+	drainedAbove := !c.mayStand() && c.outranks(self, tok.cand)
+	relay := drainedAbove && len(tok.voters) == 0 && !seen
+	if drainedAbove && contains(tok.voters, self) {
+		return false // voted in this round already
+	}
+	if seen && !drainedAbove {
 		return false // a duplicate of a visit already handled
 	}
 	if r.champ != "" && r.champ != tok.cand && c.outranks(r.champ, tok.cand) {
 		return false // Chang-Roberts: a round for a higher candidate is under way
 	}
-	if c.outranks(self, tok.cand) && !(drainedPass && seen) {
+	if relay {
+		r.remember(tok.key())
+		r.route(tok, map[string]bool{})
+		return false
+	}
+	if c.outranks(self, tok.cand) && !drainedAbove {
 		if len(tok.voters) > 0 {
 			return false // votes are cast below the candidate only: not a token of ours to climb
-		}
-		if drainedPass {
-			r.remember(tok.key())
-			r.route(tok, map[string]bool{})
-			return false
 		}
 		// Climbing: take the candidacy over, in a term this member has not
 		// used yet (it votes for itself only when it wins).
