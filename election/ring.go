@@ -73,11 +73,11 @@ type ring struct {
 
 	phase  ringPhase
 	until  int64
-	expect string // ringAwait: the member expected to win
-	champ     string    // the candidate of the round this member is part of (itself as candidate)
-	round     ringRound // ringCandidate: our round
-	won       ringToken // ringWon: the decided token
-	wonEnd    int64     // ringWon: give the win up after this tick
+	expect string    // ringAwait: the member expected to win
+	champ  string    // the candidate of the round this member is part of (itself as candidate)
+	round  ringRound // ringCandidate: our round
+	won    ringToken // ringWon: the decided token
+	wonEnd int64     // ringWon: give the win up after this tick
 
 	// pending is a token received while a leader was heard, kept until the
 	// leader is no longer heard (leaderReleased) if that comes soon.

@@ -166,7 +166,7 @@ type World struct {
 	// drained: members drained by the operator (persisted: a restart keeps it).
 	drained map[string]bool
 	failed  bool
-	Steps      int64
+	Steps   int64
 }
 
 // New builds a started site.
