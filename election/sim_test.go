@@ -385,7 +385,16 @@ func (s *simNet) selfDrained(id string) bool {
 
 // drain drains or undrains member id and delivers what follows.
 func (s *simNet) drain(id string, on bool) {
+	s.setDrained(id, on)
+	s.stabilize()
+}
+
+// setDrained drains or undrains member id, persisted as an agent does: a
+// restart keeps it.
+func (s *simNet) setDrained(id string, on bool) {
+	c := s.cfgs[id]
+	c.Drained = on
+	s.cfgs[id] = c
 	s.nodes[id].Drain(on)
 	s.collect(id)
-	s.stabilize()
 }
