@@ -25,6 +25,20 @@ type StatusReport struct {
 	AlgorithmMismatch []AlgorithmMismatch `json:"algorithm_mismatch,omitempty"`
 	Version           string              `json:"version"`
 	Time              time.Time           `json:"time"`
+	// Drained is true while this member is drained (edge-agent drain): it
+	// never stands for election until undrained.
+	Drained bool `json:"drained"`
+	// DuplicateInstance names another process heard speaking with this
+	// member's id, while this one stands aside because of it.
+	DuplicateInstance string `json:"duplicate_instance,omitempty"`
+	// NoLeaderReason says, when this member knows no leader, what it can
+	// tell of why (drained, standing aside).
+	NoLeaderReason string `json:"no_leader_reason,omitempty"`
+	// Preemption and HoldDownMS are the group's preemption policy
+	// (hold-down, never, immediate) and hold-down, as this member runs
+	// them: whether a transfer or resign will be undone.
+	Preemption string `json:"preemption"`
+	HoldDownMS int64  `json:"hold_down_ms"`
 }
 
 // QuorumReport gives the quorum size, the members believed alive and
@@ -41,4 +55,7 @@ type MemberReport struct {
 	Priority   int    `json:"priority"`
 	Alive      bool   `json:"alive"`
 	LastSeenMS int64  `json:"last_seen_ms"` // -1 when never seen
+	// Drained: the member is drained, as far as the reporting agent knows
+	// (itself, or a leader told by the member's acknowledgements).
+	Drained bool `json:"drained,omitempty"`
 }
