@@ -19,9 +19,9 @@ type ControlRequest struct {
 	// Member names the member a drain or undrain is for; a signed one also
 	// names that member's Term.
 	Member string `json:"member,omitempty"`
-	Leader  string `json:"leader,omitempty"`
-	Term    uint64 `json:"term,omitempty"`
-	Nonce   string `json:"nonce,omitempty"`
+	Leader string `json:"leader,omitempty"`
+	Term   uint64 `json:"term,omitempty"`
+	Nonce  string `json:"nonce,omitempty"`
 }
 
 // ControlReply answers a resign or transfer request. Only the leader answers.

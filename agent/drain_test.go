@@ -112,7 +112,9 @@ func (s *maintSite) start(id string) {
 	led := &countLeads{}
 	extra := make(chan Input)
 	tr := s.net.Join(id)
-	a, err := New(cfg, WithBus(func(c BusContext) (Bus, error) { return &dupBus{newTransportBus(tr, c), extra, make(chan struct{})}, nil }),
+	a, err := New(cfg, WithBus(func(c BusContext) (Bus, error) {
+		return &dupBus{newTransportBus(tr, c), extra, make(chan struct{})}, nil
+	}),
 		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		WithCallbacks(Callbacks{OnStartedLeading: func(ctx context.Context, term uint64) {
 			led.mu.Lock()
