@@ -101,6 +101,8 @@ type wireMessage struct {
 	Alg          string   `json:"alg,omitempty"`
 	// Drained, on an ack, says the sender never stands (edge-agent drain).
 	Drained bool `json:"drained,omitempty"`
+	// Inst names a process, on an instance announcement (instance.go).
+	Inst string `json:"inst,omitempty"`
 	// Ep and N number a signed message (epoch of the sender's process,
 	// counter within it), so that receivers can refuse replays.
 	Ep uint64 `json:"ep,omitempty"`
@@ -250,6 +252,9 @@ func decodeChecked(w wireMessage, subject string, expect DecodeContext) (electio
 	if w.Group != expect.Group {
 		return election.Message{}, bad(ReasonWrongGroup, "group %q, want %q", w.Group, expect.Group)
 	}
+	if w.Inst != "" {
+		return election.Message{}, bad(ReasonBadField, "inst set on %s", w.Type)
+	}
 	m := election.Message{
 		Type:         t,
 		From:         w.From,
@@ -398,6 +403,8 @@ func (w *wireMessage) field(key string) any {
 		return &w.Alg
 	case "drained":
 		return &w.Drained
+	case "inst":
+		return &w.Inst
 	case "ep":
 		return &w.Ep
 	case "n":
