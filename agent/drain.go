@@ -266,7 +266,7 @@ var instanceOnce = sync.OnceValue(func() string {
 // host, pid and a random nonce ("gw1-box/1234/9f8e7d6c").
 func Instance() string { return instanceOnce() }
 
-// noLeaderWhenDrained is the status's reason for having no leader that this
+// standAsideReason is the status's reason for having no leader that this
 // member can tell: it is drained (or quarantined) and knows of no leader.
 func (a *Agent) standAsideReason() string {
 	switch {

@@ -157,3 +157,17 @@ func TestDrainedCandidateGivesUp(t *testing.T) {
 		s.runUntil(settle*2, "n1 leads", func() bool { l, ok := s.agreed(); return ok && l == "n1" })
 	})
 }
+
+func TestDrainedMembersAboveCandidateAllVote(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		// Four members, quorum 3: with n3 and n4 drained and n2 dead, n1 can
+		// lead only with the votes of both drained members above it. (A
+		// drained Ring member once swallowed a token that carried the other
+		// drained member's vote: the checker found the site leaderless.)
+		s := newSim(t, 4, newNode, func(c *Config) { c.Drained = c.ID == "n3" || c.ID == "n4" })
+		s.runUntil(settle, "first leader", func() bool { l, ok := s.agreed(); return ok && l == "n2" })
+		s.crash("n2")
+		s.runUntil(settle*2, "n1 leads", func() bool { l, ok := s.agreed(); return ok && l == "n1" })
+		runNeverLeads(s, "n4", 200)
+	})
+}
