@@ -46,6 +46,20 @@ func metricOf(t *testing.T, p *harness.Proc, name string) float64 {
 	return v
 }
 
+// waitLeader waits until every agent of ids agrees that want leads (a
+// loaded machine may start the highest member last: hold-down preemption
+// then hands it leadership a hold-down later).
+func waitLeader(t *testing.T, site *harness.Site, ids []string, want string, timeout time.Duration) harness.Agreement {
+	t.Helper()
+	var a harness.Agreement
+	var err error
+	poll.Until(t, timeout, want+" leads", func() bool {
+		a, err = site.WaitAgreement(ids, "", 0, 20*time.Millisecond, time.Second)
+		return err == nil && a.Leader == want
+	})
+	return a
+}
+
 // neverLeads samples, for d, every running agent's /status every 50 ms and
 // fails if one of them names id as leader, or id says it leads.
 func neverLeads(t *testing.T, site *harness.Site, id string, d time.Duration) {
@@ -86,10 +100,7 @@ func TestE2EDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := site.IDs()
-	a, err := site.WaitAgreement(ids, "", 0, 20*time.Millisecond, 15*time.Second)
-	if err != nil || a.Leader != "gw3" {
-		t.Fatalf("first leader %q: %v", a.Leader, err)
-	}
+	a := waitLeader(t, site, ids, "gw3", 20*time.Second)
 	nats := []string{"--nats-url", ns.ClientURL(), "--group", "site"}
 
 	out, errOut, code := runCLI(t, append([]string{"drain", "gw9"}, nats...)...)
@@ -190,10 +201,7 @@ func TestE2EDuplicateID(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := site.IDs()
-	a, err := site.WaitAgreement(ids, "", 0, 20*time.Millisecond, 15*time.Second)
-	if err != nil || a.Leader != "gw3" {
-		t.Fatalf("first leader %q: %v", a.Leader, err)
-	}
+	a := waitLeader(t, site, ids, "gw3", 20*time.Second)
 	// The duplicate: the same id, its own state directory.
 	dup := harness.NewSite(bin, ns.ClientURL(), t.TempDir(), 3, "--heartbeat", h)
 	dup.Log = &prefixed{w: logs, prefix: "dup-"}
