@@ -201,7 +201,7 @@ func TestE2EDuplicateID(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := site.IDs()
-	a := waitLeader(t, site, ids, "gw3", 20*time.Second)
+	waitLeader(t, site, ids, "gw3", 20*time.Second)
 	// The duplicate: the same id, its own state directory.
 	dup := harness.NewSite(bin, ns.ClientURL(), t.TempDir(), 3, "--heartbeat", h)
 	dup.Log = &prefixed{w: logs, prefix: "dup-"}
