@@ -99,6 +99,7 @@ type Agent struct {
 	out    outputs
 	work   leaderWork
 	fast   fastPath
+	maint  maintenance // drained flag, duplicate-id quarantine (drain.go)
 }
 
 // inputs are where the loop's inputs come from: the bus (every external
@@ -179,6 +180,7 @@ type fastPath struct {
 
 type request struct {
 	nominee string
+	drain   *bool // Drain: drain (true) or undrain, instead of a handover
 	reply   chan error
 }
 
@@ -233,6 +235,13 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a.node = node
+	if err := a.initMaintenance(); err != nil {
+		a.store.Close()
+		return nil, err
+	}
+	if a.maint.drained.Load() {
+		a.node.Drain(true) // before anything runs: a drained agent does not stand even once
+	}
 	a.status.snapshot = a.node.Status()
 	if a.in.factory == nil {
 		a.in.factory = func(BusContext) (Bus, error) { return noBus{}, nil }
@@ -427,7 +436,11 @@ func (a *Agent) loop(ctx context.Context, inputs <-chan Input) error {
 		case r := <-a.in.reqs:
 			clock.catchUp(a.node, a.mono())
 			var rerr error
-			rerr, err = a.handOver(r.nominee)
+			if r.drain != nil {
+				rerr, err = a.setDrained(*r.drain)
+			} else {
+				rerr, err = a.handOver(r.nominee)
+			}
 			r.reply <- rerr
 		}
 		if err != nil {
@@ -457,6 +470,8 @@ func (a *Agent) onInput(in Input) error {
 			return nil
 		}
 		return a.onControl(in.Control)
+	case InputDuplicate:
+		a.onDuplicate(in.Conn)
 	default:
 		return nil
 	}
@@ -642,6 +657,7 @@ func (a *Agent) flush() { a.in.bus.Flush(a.cfg.Heartbeat) }
 func (a *Agent) process() error {
 	now := a.mono()
 	a.lease.lastLoopRun.Store(int64(now))
+	a.liftQuarantine()
 	rd := a.node.Ready()
 	if err := a.persist(rd); err != nil {
 		return err
@@ -724,6 +740,9 @@ func (a *Agent) sendReady(rd election.Ready, withhold bool) {
 	for _, m := range rd.Messages {
 		if withhold && m.Type == election.MsgResign {
 			continue
+		}
+		if a.maint.quarantined.Load() && !keepDuringQuarantine(m) {
+			continue // another process speaks with this id: no vote, no acknowledgement
 		}
 		if m.Type == election.MsgHeartbeat || m.Type == election.MsgCoordinator {
 			// Dated by its first send: a repeated COORDINATOR (a lossy link)
@@ -900,9 +919,10 @@ func (a *Agent) Status() StatusReport {
 	r.AlgorithmMismatch = a.core.algGuard.mismatches(time.Now())
 	r.LeaderChanges = a.out.history.list()
 	r.Duty = a.work.dutyState.report(a.work.duty != nil)
+	a.maintenanceStatus(&r)
 	tick := a.cfg.Tick()
 	for _, m := range st.Members {
-		mr := MemberReport{ID: m.ID, Priority: m.Priority, Alive: m.Alive, LastSeenMS: -1}
+		mr := MemberReport{ID: m.ID, Priority: m.Priority, Alive: m.Alive, LastSeenMS: -1, Drained: m.Drained}
 		if m.TicksSinceSeen >= 0 {
 			mr.LastSeenMS = (time.Duration(m.TicksSinceSeen) * tick).Milliseconds()
 		}

@@ -122,6 +122,9 @@ const (
 	// InputControl: a resign or transfer request (Control) that passed the
 	// bus's checks.
 	InputControl
+	// InputDuplicate: another process announced itself with this member's
+	// id; Conn names that process (its instance, see Instance).
+	InputDuplicate
 )
 
 // Input is one external input of the loop.

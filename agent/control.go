@@ -16,9 +16,12 @@ import (
 // cannot be played back later.
 type ControlRequest struct {
 	Nominee string `json:"nominee,omitempty"`
-	Leader  string `json:"leader,omitempty"`
-	Term    uint64 `json:"term,omitempty"`
-	Nonce   string `json:"nonce,omitempty"`
+	// Member names the member a drain or undrain is for; a signed one also
+	// names that member's Term.
+	Member string `json:"member,omitempty"`
+	Leader string `json:"leader,omitempty"`
+	Term   uint64 `json:"term,omitempty"`
+	Nonce  string `json:"nonce,omitempty"`
 }
 
 // ControlReply answers a resign or transfer request. Only the leader answers.
@@ -74,6 +77,9 @@ const maxNonces = 256
 // leader answers; a signed request is for one leadership, once. It hands
 // over at once, then answers.
 func (a *Agent) onControl(c *ControlInput) error {
+	if c.Verb == wire.VerbDrain || c.Verb == wire.VerbUndrain {
+		return a.onDrainControl(c)
+	}
 	if !a.IsLeader() {
 		return nil
 	}
@@ -110,7 +116,13 @@ func (a *Agent) onControl(c *ControlInput) error {
 // leadership and new; it answers (or drops) a request that is not.
 func (a *Agent) freshRequest(c *ControlInput, req ControlRequest) bool {
 	term := a.Term()
-	if req.Leader != a.cfg.ID || req.Term != term || req.Nonce == "" || len(req.Nonce) > 64 {
+	drain := c.Verb == wire.VerbDrain || c.Verb == wire.VerbUndrain
+	if drain && (req.Member != a.cfg.ID || req.Term != term || req.Nonce == "" || len(req.Nonce) > 64) {
+		a.m.control(c.Verb, ControlStale)
+		a.respond(c, fmt.Errorf("%s request for %q in term %d refused: %s is in term %d", c.Verb, req.Member, req.Term, a.cfg.ID, term))
+		return false
+	}
+	if !drain && (req.Leader != a.cfg.ID || req.Term != term || req.Nonce == "" || len(req.Nonce) > 64) {
 		a.m.control(c.Verb, ControlStale)
 		a.respond(c, fmt.Errorf("request for leader %q in term %d refused: %s leads term %d", req.Leader, req.Term, a.cfg.ID, term))
 		return false
@@ -137,4 +149,33 @@ func (a *Agent) respond(c *ControlInput, err error) {
 	}
 	b, _ := json.Marshal(r)
 	c.Reply(b)
+}
+
+// onDrainControl handles a drain or undrain request in the loop: only the
+// member it names answers, after the flag is stored and, if it led, after
+// it handed over.
+func (a *Agent) onDrainControl(c *ControlInput) error {
+	var req ControlRequest
+	if err := json.Unmarshal(c.Data, &req); err != nil || req.Member == "" {
+		if req.Member == "" && err == nil {
+			err = errors.New("no member named")
+		}
+		a.m.control(c.Verb, ControlBadRequest)
+		a.respond(c, errors.New("bad request: "+err.Error()))
+		return nil
+	}
+	if req.Member != a.cfg.ID {
+		return nil // for another member
+	}
+	if c.Signed && !a.freshRequest(c, req) {
+		return nil
+	}
+	a.log.Info("control request", "verb", c.Verb, "from", c.Signer)
+	a.m.control(c.Verb, ControlOK)
+	herr, err := a.setDrained(c.Verb == wire.VerbDrain)
+	if err != nil {
+		return err
+	}
+	a.respond(c, herr)
+	return nil
 }

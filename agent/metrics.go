@@ -136,7 +136,7 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool, group, version stri
 	for _, r := range badReasons {
 		m.badByReason[r] = m.bad.WithLabelValues(r)
 	}
-	for _, v := range []string{"status", "resign", "transfer"} {
+	for _, v := range []string{"status", "resign", "transfer", "drain", "undrain"} {
 		for _, r := range []string{"ok", "unsigned", "bad_signature", "unknown_key", "stale", "rate_limited", "bad_request"} {
 			m.controlRequests.WithLabelValues(v, r)
 		}

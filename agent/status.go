@@ -41,6 +41,20 @@ type StatusReport struct {
 	LeaderChanges []LeaderChangeRecord `json:"leader_changes"`
 	// Duty is the state of the leader duty, when the agent runs one.
 	Duty *DutyReport `json:"duty,omitempty"`
+	// Drained is true while this member is drained (edge-agent drain): it
+	// never stands for election until undrained.
+	Drained bool `json:"drained"`
+	// DuplicateInstance names another process heard speaking with this
+	// member's id, while this one stands aside because of it.
+	DuplicateInstance string `json:"duplicate_instance,omitempty"`
+	// NoLeaderReason says, when this member knows no leader, what it can
+	// tell of why (drained, standing aside).
+	NoLeaderReason string `json:"no_leader_reason,omitempty"`
+	// Preemption and HoldDownMS are the group's preemption policy
+	// (hold-down, never, immediate) and hold-down, as this member runs
+	// them: whether a transfer or resign will be undone.
+	Preemption string `json:"preemption"`
+	HoldDownMS int64  `json:"hold_down_ms"`
 }
 
 // QuorumReport gives the quorum size, the members believed alive and
@@ -63,4 +77,7 @@ type MemberReport struct {
 	Build       string `json:"build,omitempty"`
 	ProtocolMin int    `json:"protocol_min,omitempty"`
 	ProtocolMax int    `json:"protocol_max,omitempty"`
+	// Drained: the member is drained, as far as the reporting agent knows
+	// (itself, or a leader told by the member's acknowledgements).
+	Drained bool `json:"drained,omitempty"`
 }

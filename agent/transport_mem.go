@@ -188,7 +188,8 @@ func (t *MemTransport) Send(m election.Message) error {
 	if m.From != t.id {
 		return fmt.Errorf("agent: send: from %q is not this member %q", m.From, t.id)
 	}
-	data, err := wire.Encode(memGroup, m)
+	// Every member of the in-memory network runs this build.
+	data, err := wire.EncodeAt(memGroup, m, 0, 0, wire.ProtocolMax)
 	if err != nil {
 		return fmt.Errorf("agent: send: %w", err)
 	}

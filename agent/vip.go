@@ -31,7 +31,7 @@ func (a *Agent) attachVIP(h *duty.Host, vips []VIP) {
 	if len(vips) == 0 {
 		return
 	}
-	f := promauto.With(a.out.reg)
+	f := promauto.With(groupRegisterer(a.out.reg, a.cfg.Group))
 	held := f.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_election_vip_held",
 		Help: "1 while this gateway holds the virtual IP (leader.vip) on its interface."}, []string{"address"})
 	announced := f.NewCounter(prometheus.CounterOpts{Name: "edge_election_vip_announcements_total",

@@ -171,6 +171,10 @@ func (b *Bus) transport(h agent.BusHooks, mb *agent.Mailbox, proto *protocols) (
 		Deliver: func(m election.Message) bool {
 			return mb.Offer(agent.Input{Kind: agent.InputMessage, Msg: m})
 		},
+		Instance: agent.Instance(),
+		OnDuplicate: func(inst string) {
+			mb.Offer(agent.Input{Kind: agent.InputDuplicate, Conn: inst})
+		},
 	})
 }
 

@@ -36,6 +36,8 @@ func (b *Bus) newControlAuth() *controlAuth {
 	c.rates[wire.VerbStatus] = ratelimit.NewLimiter(agent.StatusRate, agent.StatusBurst, 64)
 	c.rates[wire.VerbResign] = ratelimit.NewLimiter(1/d, agent.HandoverBurst, 64)
 	c.rates[wire.VerbTransfer] = c.rates[wire.VerbResign]
+	c.rates[wire.VerbDrain] = c.rates[wire.VerbResign]
+	c.rates[wire.VerbUndrain] = c.rates[wire.VerbResign]
 	return c
 }
 
@@ -44,8 +46,8 @@ func (c *controlAuth) allow(verb, signer string, now time.Duration, d time.Durat
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := verb
-	if verb == wire.VerbTransfer {
-		key = wire.VerbResign // one budget for every handover
+	if verb == wire.VerbTransfer || verb == wire.VerbDrain || verb == wire.VerbUndrain {
+		key = wire.VerbResign // one budget for every handover (a drain may be one)
 	}
 	bk := c.verbs[key]
 	if bk == nil {
@@ -110,6 +112,8 @@ func (b *Bus) serveControl(h agent.BusHooks, mb *agent.Mailbox) (stop func(), er
 		},
 		wire.VerbResign:   handover(wire.VerbResign),
 		wire.VerbTransfer: handover(wire.VerbTransfer),
+		wire.VerbDrain:    handover(wire.VerbDrain),
+		wire.VerbUndrain:  handover(wire.VerbUndrain),
 	} {
 		if err := sub(verb, handle); err != nil {
 			stop()

@@ -56,12 +56,21 @@ func (p *protocols) peer(id string) *peerState {
 	return s
 }
 
-// heard notes an election message from id that said protocol pv (0: none).
-func (p *protocols) heard(id string, pv int, now time.Time) {
+// heard notes an election message from id that said protocol pv (0: none);
+// direct is set for a message addressed to this member alone. A broadcast
+// goes at the site's version, which a member that is down holds at 1, so
+// only a direct message without pv tells that its sender runs an older
+// build again.
+func (p *protocols) heard(id string, pv int, direct bool, now time.Time) {
 	p.mu.Lock()
 	s := p.peer(id)
 	s.heard = now
-	s.confirmed = pv >= 2
+	switch {
+	case pv >= 2:
+		s.confirmed = true
+	case direct:
+		s.confirmed = false
+	}
 	p.changed(now)
 	p.mu.Unlock()
 }

@@ -33,7 +33,7 @@ func TestProtocolsLevels(t *testing.T) {
 	announce3 := func(now time.Time) { p.announced(wire.Announcement{From: "gw3", Min: 1, Max: 2}, now) }
 	announce3(t0)
 
-	p.heard("gw2", 0, at(0)) // a build of protocol 1
+	p.heard("gw2", 0, true, at(0)) // a build of protocol 1
 	check("gw2 of protocol 1", at(0), "gw2", 1)
 	check("gw2 of protocol 1, broadcast", at(0), "", 1)
 	if r := reports[len(reports)-1]; r.Site != 1 || !slices.Equal(r.Below, []string{"gw2"}) {
@@ -49,13 +49,17 @@ func TestProtocolsLevels(t *testing.T) {
 	if r := reports[len(reports)-1]; r.Site != 2 || len(r.Below) != 0 {
 		t.Fatalf("report %+v, want site 2", r)
 	}
-	p.heard("gw2", 2, at(1100*time.Millisecond))
+	p.heard("gw2", 2, false, at(1100*time.Millisecond))
 	check("gw2 says 2", at(1100*time.Millisecond), "gw2", 2)
 	if p.announced(wire.Announcement{From: "gw2", Min: 1, Max: 2, Build: "new"}, at(2*time.Second)) {
 		t.Error("a repeated announcement is news")
 	}
 
-	p.heard("gw2", 0, at(2100*time.Millisecond)) // flashed back to an older build
+	// A broadcast without pv says nothing: a member that is down holds
+	// the site, and so every broadcast, at protocol 1.
+	p.heard("gw2", 0, false, at(2050*time.Millisecond))
+	check("gw2 broadcast at protocol 1", at(2050*time.Millisecond), "gw2", 2)
+	p.heard("gw2", 0, true, at(2100*time.Millisecond)) // flashed back to an older build
 	check("gw2 downgraded", at(2100*time.Millisecond), "gw2", 1)
 	check("gw2 downgraded, broadcast", at(2100*time.Millisecond), "", 1)
 

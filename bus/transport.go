@@ -100,6 +100,12 @@ type NATSTransportConfig struct {
 	// not overlap this build's is refused. Unset, every message goes out
 	// at protocol 1.
 	protocols *protocols
+	// Instance, when set, names this process: the transport announces it
+	// every heartbeat period on Self's own direct subject, and calls
+	// OnDuplicate with the name another process announces there (another
+	// process speaks with this member's id).
+	Instance    string
+	OnDuplicate func(instance string)
 }
 
 // NATSTransport is a Transport over a NATS connection. It subscribes to the
@@ -131,6 +137,8 @@ type NATSTransport struct {
 	deliver func(election.Message) bool
 	signing *sign.Signing
 	proto   *protocols
+	inst    string
+	onDup   func(string)
 
 	raw    chan *nats.Msg // filled by the NATS client
 	work   chan *nats.Msg // checked for size, subject and rate; waiting for decoding
@@ -206,6 +214,8 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		deliver: c.Deliver,
 		signing: c.Signing,
 		proto:   c.protocols,
+		inst:    c.Instance,
+		onDup:   c.OnDuplicate,
 		// The raw queue absorbs bursts (the NATS client drops what does not
 		// fit, whoever sent it); its goroutine only sorts out what to keep,
 		// in microseconds, dropping anything over wire.MaxMessageSize, so it
@@ -243,6 +253,10 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		}
 		t.wg.Add(1)
 		go t.challengeLoop(c.Heartbeat)
+	}
+	if t.inst != "" {
+		t.wg.Add(1)
+		go t.instanceLoop(c.Heartbeat)
 	}
 	return t, nil
 }
@@ -553,6 +567,12 @@ func (t *NATSTransport) handle(msg *nats.Msg) {
 		t.handleEpochMsg(*in.Epoch)
 		return
 	}
+	if in.Instance != nil {
+		if in.Instance.Instance != t.inst && t.onDup != nil {
+			t.onDup(in.Instance.Instance)
+		}
+		return
+	}
 	m := in.Msg
 	if m.From == t.self {
 		// Our own broadcast, echoed by a connection without NoEcho.
@@ -564,7 +584,7 @@ func (t *NATSTransport) handle(msg *nats.Msg) {
 			t.bad(wire.ReasonProtocolMismatch)
 			return
 		}
-		t.proto.heard(m.From, in.Protocol, now)
+		t.proto.heard(m.From, in.Protocol, m.To != "", now)
 	}
 	if t.signing != nil {
 		// The signature is the subject's sender's, and DecodeInbound
@@ -663,4 +683,49 @@ func (t *NATSTransport) bad(reason string) {
 	if f := t.hooks.OnBad; f != nil {
 		f(reason)
 	}
+}
+
+// instanceLoop announces this process every heartbeat period on the
+// member's own direct subject (see wire.InstanceMsg): a second process
+// with the same member id hears it there, and this one hears the other's.
+func (t *NATSTransport) instanceLoop(h time.Duration) {
+	defer t.wg.Done()
+	if h <= 0 {
+		h = time.Second
+	}
+	tick := time.NewTicker(h)
+	defer tick.Stop()
+	for {
+		t.sendInstance()
+		select {
+		case <-t.done:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// sendInstance publishes one announcement, signed when the group signs.
+// Failures are not reported: the next one follows a period later.
+func (t *NATSTransport) sendInstance() {
+	if t.isClosed() || !t.nc.IsConnected() {
+		return
+	}
+	m := wire.InstanceMsg{From: t.self, Instance: t.inst}
+	if t.signing != nil {
+		m.Ep, m.N = t.signing.Next()
+	}
+	data, err := wire.EncodeInstance(t.group, m)
+	if err != nil {
+		return
+	}
+	out := &nats.Msg{Subject: wire.DirectSubject(t.prefix, t.group, t.self, t.self), Data: data}
+	if t.signing != nil {
+		sig, err := t.signing.Sign(out.Subject, data)
+		if err != nil {
+			return
+		}
+		out.Header = nats.Header{wire.SignatureHeader: []string{sig}}
+	}
+	_ = t.nc.PublishMsg(out)
 }

@@ -53,7 +53,8 @@ func OperatorPermissions(prefix, group string) *server.Permissions {
 	base := prefix + "." + group
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
-			base + ".ctl.status", base + ".ctl.resign", base + ".ctl.transfer", "_INBOX.>",
+			base + ".ctl.status", base + ".ctl.resign", base + ".ctl.transfer",
+			base + ".ctl.drain", base + ".ctl.undrain", "_INBOX.>",
 		}},
 		Subscribe: &server.SubjectPermission{Allow: []string{base + ".ctl.events", base + ".el.>", "_INBOX.>"}},
 	}

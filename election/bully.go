@@ -97,6 +97,9 @@ func (b *bully) step(m Message) error {
 			return nil // only higher-ranked members answer
 		}
 		c.markUp(m.From)
+		if !c.mayStand() {
+			return nil // drained: an OK would hold the asker back, and no COORDINATOR would come
+		}
 		if c.role == Follower && !c.leaderLive() && c.now < c.standAfter {
 			// Backing off: this member will not stand before its backoff
 			// ends, so it must not answer OK either. An OK tells the asker

@@ -74,6 +74,9 @@ type Config struct {
 	Backoff Backoff
 	// HardState is the persisted term and vote to start from.
 	HardState HardState
+	// Drained starts the node drained (see Node.Drain): a member whose
+	// drained flag was persisted does not stand even once after a restart.
+	Drained bool
 }
 
 // validate checks c and fills defaults; it returns one precise error per rule.

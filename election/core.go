@@ -119,6 +119,12 @@ type core struct {
 	// from backing this one at that moment (see RouteLost).
 	cutOff map[string]uint64
 
+	// drained: this member never stands (see Node.Drain). peerDrained:
+	// members whose last acknowledgement said they are drained; a leader
+	// hands leadership to none of them.
+	drained     bool
+	peerDrained map[string]bool
+
 	msgs   []Message
 	events []Event
 }
@@ -156,7 +162,23 @@ func newCore(cfg Config) (*core, error) {
 	c.lastLeaderContact = 0
 	c.backedTerm = c.hs.Term
 	c.goneAt = neverTick
+	c.drained = cfg.Drained
+	c.peerDrained = make(map[string]bool)
 	return c, nil
+}
+
+// mayStand reports whether this member may stand for election: it is not
+// drained. Every path to candidacy (proclaim, a Ring round, a nomination)
+// goes through stand or is guarded by it.
+func (c *core) mayStand() bool { return !c.drained }
+
+// mayLead reports whether id may be handed leadership: as far as this node
+// knows, it is not drained.
+func (c *core) mayLead(id string) bool {
+	if id == c.self.ID {
+		return c.mayStand()
+	}
+	return !c.peerDrained[id]
 }
 
 // markDown records that id is believed down now; markUp that it is alive.
@@ -279,7 +301,7 @@ func (c *core) Ready() Ready {
 func (c *core) Status() Status {
 	st := Status{ID: c.self.ID, Role: c.role, Leader: c.leader, Term: c.hs.Term, Quorum: int(c.quorum)}
 	for _, m := range c.members {
-		ms := MemberStatus{Member: m, Alive: c.alive(m.ID), TicksSinceSeen: -1}
+		ms := MemberStatus{Member: m, Alive: c.alive(m.ID), TicksSinceSeen: -1, Drained: !c.mayLead(m.ID)}
 		if c.lastSeen[m.ID] >= 0 {
 			ms.TicksSinceSeen = int(c.now - c.lastSeen[m.ID])
 		}
@@ -402,6 +424,12 @@ func (c *core) fire(t timer) {
 	case tAlgorithm:
 		c.alg.onDeadline()
 	case tStand:
+		if !c.mayStand() {
+			// Drained: it takes part in the others' election (its
+			// suspicion to the member it expects to stand, the fallback
+			// ELECTION) but never stands; it looks again after D.
+			c.standAfter = c.now + int64(c.cfg.ElectionTicks)
+		}
 		c.alg.startElection("")
 	}
 }
@@ -590,6 +618,11 @@ func (c *core) stepAck(m Message) error {
 	if m.Term < c.hs.Term {
 		return fmt.Errorf("%w: ack of term %d in term %d", ErrStaleTerm, m.Term, c.hs.Term)
 	}
+	if m.Drained {
+		c.peerDrained[m.From] = true
+	} else {
+		delete(c.peerDrained, m.From)
+	}
 	if c.announced && c.role == Candidate && m.Seq == c.proclaimSq && m.Seq > c.cutOff[m.From] {
 		// A Ring winner holds its votes already and announced itself with
 		// a heartbeat: a quorum of acknowledgements starts its lease (see
@@ -650,7 +683,7 @@ func (c *core) preemptAt() int64 {
 		if m.ID == c.self.ID {
 			break
 		}
-		if since, ok := c.healthySince[m.ID]; ok && c.alive(m.ID) {
+		if since, ok := c.healthySince[m.ID]; ok && c.alive(m.ID) && c.mayLead(m.ID) {
 			at = min(at, since+hold)
 		}
 	}
@@ -672,7 +705,7 @@ func (c *core) maybePreempt() {
 			return // no one above us is ready
 		}
 		since, ok := c.healthySince[m.ID]
-		if ok && c.alive(m.ID) && c.now-since >= hold {
+		if ok && c.alive(m.ID) && c.mayLead(m.ID) && c.now-since >= hold {
 			_ = c.resign(m.ID, ReasonPreempted)
 			return
 		}
@@ -694,13 +727,16 @@ func (c *core) resign(nominee string, reason Reason) error {
 	if nominee != "" && (!c.isMember(nominee) || nominee == c.self.ID) {
 		return fmt.Errorf("election: cannot hand over to %q", nominee)
 	}
+	if nominee != "" && !c.mayLead(nominee) {
+		return fmt.Errorf("%w: %q", ErrDrained, nominee)
+	}
 	if nominee == "" {
 		// The highest member that has actually acknowledged us lately: a
 		// member only presumed alive may be dead, and the hand-over would
 		// then wait for its answer timeout.
 		for _, m := range c.members {
 			at, ok := c.ackedAt[m.ID]
-			if m.ID != c.self.ID && ok && c.now-at < int64(c.cfg.ElectionTicks) {
+			if m.ID != c.self.ID && ok && c.now-at < int64(c.cfg.ElectionTicks) && c.mayLead(m.ID) {
 				nominee = m.ID
 				break
 			}
@@ -810,6 +846,28 @@ func (c *core) StepDown(reason Reason) {
 	c.votes, c.refusals = nil, nil
 	c.alg.reset()
 	c.standAfter = c.now + int64(c.backoffTicks())
+	c.fireDue()
+}
+
+// Drain implements Node.
+func (c *core) Drain(drained bool) {
+	if c.drained == drained {
+		return
+	}
+	c.drained = drained
+	switch {
+	case !drained:
+	case c.role == Leader:
+		_ = c.resign("", ReasonDrained)
+	case c.role == Candidate:
+		c.role = Follower
+		c.votes, c.refusals = nil, nil
+		c.alg.reset()
+		c.setLeader("")
+		c.standAfter = c.now + int64(c.backoffTicks())
+	default:
+		c.endPreVote()
+	}
 	c.fireDue()
 }
 
@@ -923,7 +981,7 @@ func (c *core) stepHeartbeat(m Message) error {
 		c.cfg.Backoff.Reset()
 	}
 	c.standAfter = 0
-	c.send(Message{Type: MsgAck, To: m.From, Term: m.Term, Seq: m.Seq})
+	c.send(Message{Type: MsgAck, To: m.From, Term: m.Term, Seq: m.Seq, Drained: !c.mayStand()})
 	return nil
 }
 
@@ -933,7 +991,7 @@ func (c *core) stepHeartbeat(m Message) error {
 // minority) then never raises its term, and so cannot depose a healthy
 // leader with that term when the link heals.
 func (c *core) tryProclaim() {
-	if c.now < c.standAfter || c.preVotes != nil {
+	if c.now < c.standAfter || c.preVotes != nil || !c.mayStand() {
 		return
 	}
 	if c.goneConfirmed() || c.quorum.Reached(1) {
@@ -953,7 +1011,7 @@ func (c *core) goneConfirmed() bool {
 // highestInView returns the highest-ranked member believed alive.
 func (c *core) highestInView() string {
 	for _, m := range c.members {
-		if m.ID == c.self.ID || c.inView(m.ID) {
+		if m.ID == c.self.ID && c.mayStand() || m.ID != c.self.ID && c.inView(m.ID) && c.mayLead(m.ID) {
 			return m.ID
 		}
 	}
@@ -983,6 +1041,9 @@ func (c *core) stand(term uint64, announce bool) {
 	c.alg.reset()
 	c.pending = nil
 	c.endPreVote()
+	if !c.mayStand() {
+		return
+	}
 	c.goneAt = neverTick
 	c.adoptTerm(term)
 	c.hs.VotedFor = c.self.ID
@@ -1070,7 +1131,7 @@ func (c *core) stepCoordinator(m Message) error {
 		c.event(EventVoteRefused, m.From, ReasonLiveLeader)
 		return nil
 	}
-	if c.outranks(c.self.ID, m.From) && c.now >= c.standAfter && m.From != c.nominee {
+	if c.outranks(c.self.ID, m.From) && c.now >= c.standAfter && m.From != c.nominee && c.mayStand() {
 		// Bully: a lower-ranked member proclaimed while we are alive. Refuse
 		// and stand ourselves.
 		c.adoptTerm(m.Term)
@@ -1162,8 +1223,13 @@ func (c *core) stepResign(m Message) error {
 	c.setLeader("")
 	c.markDown(m.From)
 	if m.Nominee == c.self.ID {
-		c.proclaim()
-		return nil
+		if c.mayStand() {
+			c.proclaim()
+			return nil
+		}
+		// Drained, and nominated by a leader that did not know it: decline,
+		// and let the election proceed as if the leader had named no one.
+		c.nominee = ""
 	}
 	// The nominee's COORDINATOR may have overtaken this RESIGN (they come
 	// from different members): grant it now.
@@ -1171,7 +1237,7 @@ func (c *core) stepResign(m Message) error {
 		return nil
 	}
 	c.alg.reset()
-	c.alg.startElection(m.Nominee)
+	c.alg.startElection(c.nominee)
 	return nil
 }
 

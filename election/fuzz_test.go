@@ -32,7 +32,7 @@ func fuzzOne(t *testing.T, name string, newNode func(Config) (Node, error), data
 	})
 	pick := func(b byte) string { return s.ids[int(b)%n] }
 	for i := 2; i < len(data); i++ {
-		op := data[i] % 18
+		op := data[i] % 19
 		arg := byte(0)
 		if i+1 < len(data) {
 			arg = data[i+1]
@@ -122,6 +122,14 @@ func fuzzOne(t *testing.T, name string, newNode func(Config) (Node, error), data
 			}
 			s.queue = append(s.queue, rd.Messages...)
 			i++
+		case 18:
+			// Drain or undrain a member, the leader at times: it never
+			// stands while drained (collectReady checks every Ready).
+			id := pick(arg)
+			if !s.crashed[id] {
+				s.setDrained(id, !s.selfDrained(id))
+			}
+			i++
 		case 15:
 			// Garbage: must be rejected without any change of state.
 			id := pick(arg)
@@ -146,8 +154,23 @@ func fuzzOne(t *testing.T, name string, newNode func(Config) (Node, error), data
 			i++
 		}
 	}
-	// Liveness after the storm: heal, restart everyone, and a leader emerges.
+	// Liveness after the storm: heal, restart everyone, and a leader emerges
+	// (with every member drained, the highest is undrained first).
 	s.heal()
+	all := true
+	for _, id := range s.ids {
+		all = all && s.cfgs[id].Drained
+	}
+	if all {
+		top := s.ids[n-1]
+		if s.crashed[top] {
+			c := s.cfgs[top]
+			c.Drained = false
+			s.cfgs[top] = c
+		} else {
+			s.setDrained(top, false)
+		}
+	}
 	for _, id := range s.ids {
 		if s.crashed[id] {
 			s.restart(id)

@@ -127,12 +127,33 @@ func (r *ring) startElection(expected string) {
 		return
 	}
 	r.champ, r.expect = "", expected
+	if expected == "" {
+		r.phase = ringIdle // drained, and no one else to wait for
+		return
+	}
+	if !c.mayStand() {
+		// Drained: the others may expect this member to start the round
+		// (they do not know it is drained). Tell every member in view that
+		// it is alive (its unasked pre-vote), so that the round one of
+		// them starts once its wait for this member ends passes through it
+		// for its vote rather than skipping it. It does so every D while
+		// no leader is heard.
+		for _, m := range c.members {
+			if m.ID != c.self.ID && !r.presumedDead(m.ID) {
+				c.suspect(m.ID)
+			}
+		}
+	}
 	r.setPhase(ringAwait, c.now+int64(c.cfg.AnswerTicks))
 }
 
 // initiate starts a round with this member as initiator and candidate.
 func (r *ring) initiate() {
 	c := r.c
+	if !c.mayStand() {
+		r.phase, r.champ, r.expect = ringIdle, "", ""
+		return
+	}
 	if c.termExhausted() {
 		r.phase, r.champ, r.expect = ringIdle, "", ""
 		return
@@ -184,9 +205,12 @@ func (r *ring) markDead(id string) { r.deadAt[id] = r.c.now }
 func (r *ring) highestAlive() string {
 	c := r.c
 	for _, m := range c.members {
-		if m.ID == c.self.ID || !r.presumedDead(m.ID) {
+		if m.ID == c.self.ID && c.mayStand() || m.ID != c.self.ID && !r.presumedDead(m.ID) && c.mayLead(m.ID) {
 			return m.ID
 		}
+	}
+	if !c.mayStand() {
+		return ""
 	}
 	return c.self.ID
 }
@@ -353,8 +377,13 @@ func (r *ring) onDeadline() {
 	case ringAwait:
 		// Neither the expected member's round nor its heartbeat came: it is
 		// dead too, or the view was stale. Every member that waited starts
-		// its own round now; Chang-Roberts keeps that at O(n).
-		r.markDead(r.expect)
+		// its own round now; Chang-Roberts keeps that at O(n). A member
+		// heard from directly within D is alive but does not stand
+		// (drained): the round asks it for its vote. (The leader's view
+		// is older than that by the time the wait ends.)
+		if c.now-c.lastSeen[r.expect] > int64(c.cfg.ElectionTicks) {
+			r.markDead(r.expect)
+		}
 		if c.now >= c.standAfter {
 			r.initiate()
 		} else {
@@ -454,7 +483,9 @@ func (r *ring) checkToken(m Message) error {
 		}
 		seen[p] = true
 	}
-	if m.From != m.Candidate && !seen[m.From] {
+	if m.From != m.Candidate && !seen[m.From] && len(m.Participants) > 0 {
+		// A token that carries no votes yet may also come from a drained
+		// member that passed it on while it climbed (see handle).
 		return fmt.Errorf("%w: token from %q, who is neither its candidate nor a voter", ErrBadMessage, m.From)
 	}
 	return nil
@@ -507,13 +538,31 @@ func (r *ring) handle(tok ringToken) bool {
 		}
 		return true
 	}
-	if at, ok := r.seen[tok.key()]; ok && c.now-at < r.roundTicks() {
+	at, seen := r.seen[tok.key()]
+	seen = seen && c.now-at < r.roundTicks()
+	// A drained member never takes a round over. The first time a round
+	// climbs past it without votes, it passes the token on as it is, to
+	// the members above or round to the candidate; when the token comes
+	// again, or carries votes, it has been round (every member above was
+	// asked), and the drained member votes for the candidate as a member
+	// below it would: its vote may be needed.
+	drainedAbove := !c.mayStand() && c.outranks(self, tok.cand)
+	relay := drainedAbove && len(tok.voters) == 0 && !seen
+	if drainedAbove && contains(tok.voters, self) {
+		return false // voted in this round already
+	}
+	if seen && !drainedAbove {
 		return false // a duplicate of a visit already handled
 	}
 	if r.champ != "" && r.champ != tok.cand && c.outranks(r.champ, tok.cand) {
 		return false // Chang-Roberts: a round for a higher candidate is under way
 	}
-	if c.outranks(self, tok.cand) {
+	if relay {
+		r.remember(tok.key())
+		r.route(tok, map[string]bool{})
+		return false
+	}
+	if c.outranks(self, tok.cand) && !drainedAbove {
 		if len(tok.voters) > 0 {
 			return false // votes are cast below the candidate only: not a token of ours to climb
 		}

@@ -19,6 +19,9 @@ type simNet struct {
 	queue   []Message
 	// drop, when set, drops matching messages in flight.
 	drop func(Message) bool
+	// rewrite, when set, changes each message in flight (an older peer
+	// that ignores a field, say).
+	rewrite func(Message) Message
 
 	disk        map[string]HardState // what each node persisted
 	votes       map[string]map[uint64]string
@@ -137,6 +140,9 @@ func (s *simNet) collectReady(id string, rd Ready) {
 		s.leaderTerm[rd.Term] = id
 	}
 	s.role[id] = rd.Role
+	if rd.Role != Follower && s.selfDrained(id) {
+		s.fail("tick %d: %s is drained and %v", s.now, id, rd.Role)
+	}
 	s.checkOneLeader()
 	for _, m := range rd.Messages {
 		if m.From != id {
@@ -180,6 +186,9 @@ func (s *simNet) deliverOne() {
 	s.queue = s.queue[1:]
 	if s.drop != nil && s.drop(m) {
 		return
+	}
+	if s.rewrite != nil {
+		m = s.rewrite(m)
 	}
 	for _, to := range s.ids {
 		if to == m.From || (m.To != "" && m.To != to) || !s.reachable(m.From, to) {
@@ -363,3 +372,29 @@ func (s *simNet) electionDeliveries() int {
 }
 
 func (s *simNet) resetCounts() { s.delivered = map[MsgType]int{} }
+
+// selfDrained reports whether member id says it is drained.
+func (s *simNet) selfDrained(id string) bool {
+	for _, m := range s.nodes[id].Status().Members {
+		if m.ID == id {
+			return m.Drained
+		}
+	}
+	return false
+}
+
+// drain drains or undrains member id and delivers what follows.
+func (s *simNet) drain(id string, on bool) {
+	s.setDrained(id, on)
+	s.stabilize()
+}
+
+// setDrained drains or undrains member id, persisted as an agent does: a
+// restart keeps it.
+func (s *simNet) setDrained(id string, on bool) {
+	c := s.cfgs[id]
+	c.Drained = on
+	s.cfgs[id] = c
+	s.nodes[id].Drain(on)
+	s.collect(id)
+}

@@ -138,6 +138,11 @@ type Message struct {
 	// by Heartbeat, so that a report that this connection closed can be
 	// told apart from a stale report about an earlier one.
 	Conn string
+	// Drained, on an Ack, says that the sender never stands (it was
+	// drained): the leader then never hands leadership to it, by
+	// preemption or by a hand-over that names no nominee. A receiver that
+	// ignores it may still nominate the sender, which then declines.
+	Drained bool
 }
 
 // Role is a node's part in its group.
@@ -237,6 +242,9 @@ const (
 	// Stale messages answered (EventStaleTerm).
 	ReasonStaleHeartbeat
 	ReasonStaleCoordinator
+	// ReasonDrained: a step-down (EventSteppedDown) of a leader that was
+	// drained; it hands over as on a resign.
+	ReasonDrained
 )
 
 var reasonText = [...]string{
@@ -257,6 +265,7 @@ var reasonText = [...]string{
 	ReasonAlreadyVoted:     "already voted in term",
 	ReasonStaleHeartbeat:   "heartbeat of an older term",
 	ReasonStaleCoordinator: "coordinator of an older term",
+	ReasonDrained:          "handing over: drained",
 }
 
 var reasonLabel = [...]string{
@@ -266,6 +275,7 @@ var reasonLabel = [...]string{
 	ReasonHigherTerm:     "higher_term",
 	ReasonRouteLost:      "route_lost",
 	ReasonConnectionLost: "connection_lost",
+	ReasonDrained:        "resigned",
 }
 
 // String says the reason in words.
@@ -327,6 +337,15 @@ type Node interface {
 	// route may have closed on its own side). It reports whether the node
 	// acted on it.
 	RouteLost(id string) bool
+	// Drain sets whether this member is drained: a drained member never
+	// stands (no COORDINATOR, no Ring round of its own, no OK to an
+	// ELECTION, no refusal of a lower member's COORDINATOR to stand
+	// itself, no candidacy when nominated) but still pre-votes, votes and
+	// acknowledges heartbeats, telling the leader with Message.Drained. A
+	// leader that is drained hands over at once (a planned hand-over, as
+	// Resign with no nominee), a candidate gives its candidacy up.
+	// Draining changes who may lead, never what a vote or a lease means.
+	Drain(drained bool)
 	// StepDown makes a leader (or candidate) stop at once, without a
 	// hand-over: its agent lost its own connection, or its wall-clock
 	// lease ran out. Nothing is sent; the members elect once they miss its
@@ -356,6 +375,9 @@ type MemberStatus struct {
 	// TicksSinceSeen is how long ago (in ticks) the member was last heard
 	// from, directly or through the leader's view; -1 if never.
 	TicksSinceSeen int
+	// Drained: the member said so in its last acknowledgement (known to a
+	// leader), or it is this node and it is drained.
+	Drained bool
 }
 
 // Errors returned by Step. Callers match them with errors.Is.
@@ -365,4 +387,6 @@ var (
 	ErrBadMessage  = errors.New("election: malformed message")
 	ErrNotLeader   = errors.New("election: not leader")
 	ErrWrongTarget = errors.New("election: message addressed to another member")
+	// ErrDrained is the error of Resign naming a member known to be drained.
+	ErrDrained = errors.New("election: cannot hand over to a drained member")
 )

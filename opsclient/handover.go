@@ -30,7 +30,8 @@ func Handover(o *Options, nominee string, stdout, stderr io.Writer) error {
 	defer nc.Close()
 	v := &verifier{keys: o.memberKeys}
 	req := agent.ControlRequest{Nominee: nominee}
-	if err := o.nameLeader(nc, v, &req, stderr); err != nil {
+	lead, reports, err := o.nameLeader(nc, v, &req, stderr)
+	if err != nil {
 		return err
 	}
 	leader := req.Leader
@@ -54,16 +55,19 @@ func Handover(o *Options, nominee string, stdout, stderr io.Writer) error {
 	} else {
 		fmt.Fprintf(stdout, "%s resigned (was leader in term %d)\n", r.ID, r.Term)
 	}
+	if note := preemptionNote(lead, reports, nominee); note != "" {
+		fmt.Fprintln(stdout, note)
+	}
 	return nil
 }
 
 // nameLeader asks for the group's status and names the leader that
 // answered, its term and a fresh nonce in req; it fails when no leader
 // answered, or when the nominee leads already or is not a member.
-func (o *Options) nameLeader(nc *nats.Conn, v *verifier, req *agent.ControlRequest, stderr io.Writer) error {
+func (o *Options) nameLeader(nc *nats.Conn, v *verifier, req *agent.ControlRequest, stderr io.Writer) (agent.StatusReport, []agent.StatusReport, error) {
 	answers, err := collectStatus(nc, o, v)
 	if err != nil {
-		return err
+		return agent.StatusReport{}, nil, err
 	}
 	var lead *agent.StatusReport
 	for i, r := range answers.reports {
@@ -73,13 +77,13 @@ func (o *Options) nameLeader(nc *nats.Conn, v *verifier, req *agent.ControlReque
 	}
 	if lead == nil {
 		printNotes(stderr, o.cmd, v)
-		return o.noLeaderError(len(answers.reports))
+		return agent.StatusReport{}, nil, o.noLeaderError(len(answers.reports))
 	}
 	req.Leader, req.Term = lead.ID, lead.Term
 	if n := req.Nominee; n != "" {
 		if n == lead.ID {
 			printNotes(stderr, o.cmd, v)
-			return fmt.Errorf("%s is the leader of group %q already (term %d): nothing to transfer", n, o.group, lead.Term)
+			return *lead, nil, fmt.Errorf("%s is the leader of group %q already (term %d): nothing to transfer", n, o.group, lead.Term)
 		}
 		members := []string{lead.ID}
 		found := false
@@ -92,13 +96,25 @@ func (o *Options) nameLeader(nc *nats.Conn, v *verifier, req *agent.ControlReque
 		if !found {
 			printNotes(stderr, o.cmd, v)
 			sort.Strings(members)
-			return fmt.Errorf("%q is not a member of group %q (members: %s)", n, o.group, strings.Join(members, ", "))
+			return *lead, nil, fmt.Errorf("%q is not a member of group %q (members: %s)", n, o.group, strings.Join(members, ", "))
+		}
+		for _, m := range lead.Members {
+			if m.ID == n && m.Drained {
+				printNotes(stderr, o.cmd, v)
+				return *lead, nil, fmt.Errorf("%s is drained: it never stands; undrain it first (edge-agent undrain %s)", n, n)
+			}
+		}
+		for _, r := range answers.reports {
+			if r.ID == n && r.Drained {
+				printNotes(stderr, o.cmd, v)
+				return *lead, nil, fmt.Errorf("%s is drained: it never stands; undrain it first (edge-agent undrain %s)", n, n)
+			}
 		}
 	}
 	if o.signer != nil {
 		req.Nonce = o.number()
 	}
-	return nil
+	return *lead, answers.reports, nil
 }
 
 // errNoAnswer: the leader did not answer a control request in time.

@@ -131,6 +131,9 @@ func printStatusTable(w io.Writer, group string, reports []agent.StatusReport) {
 		}
 	}
 	summary := "no leader"
+	if len(leaders) == 0 && len(reports) > 0 && allDrainedBut(reports, "") {
+		summary = "no leader: every member is drained (edge-agent undrain ID)"
+	}
 	if len(leaders) == 1 {
 		for l := range leaders {
 			summary = "leader " + l
@@ -146,7 +149,14 @@ func printStatusTable(w io.Writer, group string, reports []agent.StatusReport) {
 		if !r.Quorum.OK {
 			q += " LOST"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\n", r.ID, r.Role, dash(r.Leader), r.Term, q, r.Algorithm, r.Version, max(r.ProtocolVersion, 1))
+		role := r.Role
+		if r.Drained {
+			role += " DRAINED"
+		}
+		if r.DuplicateInstance != "" {
+			role += " DUPLICATE-ID"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\n", r.ID, role, dash(r.Leader), r.Term, q, r.Algorithm, r.Version, max(r.ProtocolVersion, 1))
 	}
 	tw.Flush()
 	if line := protocolLine(reports); line != "" {

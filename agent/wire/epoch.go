@@ -53,7 +53,7 @@ func decodeEpochMsg(w wireMessage, subject string, expect DecodeContext) (EpochM
 		return e, bad(ReasonNotForMe, "to %q", w.To)
 	}
 	if w.Term != 0 || w.Granted != nil || len(w.Alive) > 0 || w.Nominee != "" || w.Initiator != "" || w.Candidate != "" ||
-		len(w.Participants) > 0 || w.Conn != "" || w.Alg != "" || w.Seq == 0 || w.Ep == 0 || w.N == 0 ||
+		len(w.Participants) > 0 || w.Conn != "" || w.Alg != "" || w.Drained || w.Inst != "" || w.Seq == 0 || w.Ep == 0 || w.N == 0 ||
 		(e.Proof && w.To == "") || w.To == w.From {
 		return e, bad(ReasonBadField, "%s with fields it does not carry, or without nonce or numbering", w.Type)
 	}
@@ -65,6 +65,8 @@ func decodeEpochMsg(w wireMessage, subject string, expect DecodeContext) (EpochM
 type Inbound struct {
 	Msg   election.Message
 	Epoch *EpochMsg
+	// Instance, when non-nil, is an instance announcement (instance.go).
+	Instance *InstanceMsg
 	// Num is the sender's numbering ({0, 0} when unsigned).
 	Num Numbering
 	// Protocol is the version the sender said it speaks ("pv"), 0 when it
@@ -85,6 +87,13 @@ func DecodeInbound(data []byte, subject string, expect DecodeContext) (Inbound, 
 		return Inbound{}, err
 	}
 	num := Numbering{Epoch: w.Ep, N: w.N}
+	if w.Type == wireInstance {
+		im, err := decodeInstance(w, subject, expect)
+		if err != nil {
+			return Inbound{}, err
+		}
+		return Inbound{Instance: &im, Num: num}, nil
+	}
 	if w.Type == wireChallenge || w.Type == wireProof {
 		e, err := decodeEpochMsg(w, subject, expect)
 		if err != nil {

@@ -21,7 +21,8 @@ import (
 //
 //	1  every build before protocol announcements (up to and including the
 //	   release at commit fc25320)
-//	2  announces its range on AnnounceSubject
+//	2  announces its range on AnnounceSubject; says "pv" in its messages;
+//	   an acknowledgement may say "drained" (edge-agent drain)
 const (
 	ProtocolMin = 1
 	ProtocolMax = 2
@@ -138,10 +139,15 @@ func Overlaps(min, max int) bool { return min <= ProtocolMax && max >= ProtocolM
 
 // Downgrade returns m as a member speaking protocol level reads it: the
 // fields of later protocols cleared. Encode m at the level of its receiver
-// (the site's version for a broadcast). Protocol 2 adds no election field
-// yet; each field added from now on is cleared here below its version.
+// (the site's version for a broadcast). Each field added from protocol 2 on
+// is cleared here below its version.
 func Downgrade(m election.Message, level int) election.Message {
-	_ = level
+	if level < 2 {
+		// A leader of protocol 1 does not know drained members: it may
+		// nominate one, which then declines to stand (the election goes on
+		// as if the nominee had not answered).
+		m.Drained = false
+	}
 	return m
 }
 

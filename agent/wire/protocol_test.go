@@ -37,6 +37,7 @@ func TestEncodeAtProtocol1(t *testing.T) {
 	msgs := []election.Message{
 		{Type: election.MsgHeartbeat, From: "a", Term: 3, Seq: 9, Alive: []string{"a", "b"}, Conn: "S/1", Algorithm: "bully"},
 		{Type: election.MsgAck, From: "b", To: "a", Term: 3, Seq: 9},
+		{Type: election.MsgAck, From: "b", To: "a", Term: 3, Seq: 9, Drained: true},
 		{Type: election.MsgVote, From: "b", To: "a", Term: 3, Seq: 1, Granted: true},
 	}
 	for _, m := range msgs {
@@ -68,6 +69,9 @@ func TestEncodeAtProtocol1(t *testing.T) {
 		}
 		if strings.Contains(string(old), `"pv"`) || !strings.Contains(string(cur), `"pv":2`) {
 			t.Errorf("pv: protocol 1 %s, protocol 2 %s", old, cur)
+		}
+		if m.Drained && (in.Msg.Drained != true || strings.Contains(string(old), "drained")) {
+			t.Errorf("drained: protocol 1 %s, protocol 2 %s decoded %+v", old, cur, in.Msg)
 		}
 	}
 }

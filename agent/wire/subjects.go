@@ -18,6 +18,10 @@ const (
 	VerbStatus   = "status"
 	VerbResign   = "resign"
 	VerbTransfer = "transfer"
+	// VerbDrain and VerbUndrain ask the member a request names to stop (or
+	// resume) standing for election; only that member answers.
+	VerbDrain   = "drain"
+	VerbUndrain = "undrain"
 )
 
 // BroadcastSubject returns the subject on which member from sends election

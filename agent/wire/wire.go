@@ -99,6 +99,10 @@ type wireMessage struct {
 	Participants []string `json:"participants,omitempty"`
 	Conn         string   `json:"conn,omitempty"`
 	Alg          string   `json:"alg,omitempty"`
+	// Drained, on an ack, says the sender never stands (edge-agent drain).
+	Drained bool `json:"drained,omitempty"`
+	// Inst names a process, on an instance announcement (instance.go).
+	Inst string `json:"inst,omitempty"`
 	// Ep and N number a signed message (epoch of the sender's process,
 	// counter within it), so that receivers can refuse replays.
 	Ep uint64 `json:"ep,omitempty"`
@@ -123,6 +127,7 @@ type fieldRule struct {
 	needTo        bool // the message goes to one member, never to the group
 	participants  bool
 	conn          bool
+	drained       bool
 }
 
 // fieldRules is the per-type field contract of the wire format. Election, OK
@@ -135,7 +140,7 @@ type fieldRule struct {
 // not vote.
 var fieldRules = map[election.MsgType]fieldRule{
 	election.MsgHeartbeat:   {needTerm: true, seq: true, needSeq: true, alive: true, conn: true},
-	election.MsgAck:         {needTerm: true, seq: true},
+	election.MsgAck:         {needTerm: true, seq: true, drained: true},
 	election.MsgElection:    {},
 	election.MsgOK:          {},
 	election.MsgCoordinator: {needTerm: true, seq: true},
@@ -195,6 +200,7 @@ func EncodeAt(group string, m election.Message, ep, n uint64, level int) ([]byte
 		Participants: m.Participants,
 		Conn:         m.Conn,
 		Alg:          m.Algorithm,
+		Drained:      m.Drained,
 		Ep:           ep,
 		N:            n,
 	}
@@ -262,6 +268,9 @@ func decodeChecked(w wireMessage, subject string, expect DecodeContext) (electio
 	if w.Group != expect.Group {
 		return election.Message{}, bad(ReasonWrongGroup, "group %q, want %q", w.Group, expect.Group)
 	}
+	if w.Inst != "" {
+		return election.Message{}, bad(ReasonBadField, "inst set on %s", w.Type)
+	}
 	m := election.Message{
 		Type:         t,
 		From:         w.From,
@@ -276,6 +285,7 @@ func decodeChecked(w wireMessage, subject string, expect DecodeContext) (electio
 		Participants: nilIfEmpty(w.Participants),
 		Conn:         w.Conn,
 		Algorithm:    w.Alg,
+		Drained:      w.Drained,
 	}
 	if err := checkMembers(m, expect.Members); err != nil {
 		return election.Message{}, err
@@ -407,6 +417,10 @@ func (w *wireMessage) field(key string) any {
 		return &w.Conn
 	case "alg":
 		return &w.Alg
+	case "drained":
+		return &w.Drained
+	case "inst":
+		return &w.Inst
 	case "ep":
 		return &w.Ep
 	case "n":
@@ -515,6 +529,8 @@ func checkFields(m election.Message) error {
 		return bad(ReasonBadField, "participants set on %s", t)
 	case !r.conn && m.Conn != "":
 		return bad(ReasonBadField, "conn set on %s", t)
+	case !r.drained && m.Drained:
+		return bad(ReasonBadField, "drained set on %s", t)
 	case m.Algorithm != "" && m.Algorithm != "bully" && m.Algorithm != "ring":
 		return bad(ReasonBadField, "alg %q is not bully or ring", m.Algorithm)
 	case !validConn(m.Conn):

@@ -46,6 +46,11 @@ Usage:
   edge-agent resign --nats-url URL --group G the leader steps down and hands over
   edge-agent transfer ID --nats-url URL --group G
                                              the leader hands over to member ID
+  edge-agent drain ID --nats-url URL --group G
+                                             member ID hands over if it leads and never
+                                             stands, across restarts, until undrained
+  edge-agent undrain ID --nats-url URL --group G
+                                             member ID may stand for election again
   edge-agent watch [--json] [--count N] --nats-url URL --group G
                                              stream the group's leader changes
                                              (--count: exit after N changes)
@@ -57,7 +62,7 @@ Usage:
                                              (the way back for a group at the term bound)
   edge-agent version
 
-status, resign, transfer and watch take --config FILE (the agent's config: its
+status, resign, transfer, drain, undrain and watch take --config FILE (the agent's config: its
 NATS servers, credentials, group, prefix and keys) or --nats-url, --group and
 the NATS credential flags of run (--nats-user, --nats-password, --nats-token,
 --nats-nkey-seed, --nats-creds, --nats-tls-ca, --nats-tls-cert, --nats-tls-key);
@@ -92,6 +97,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		return cmdHandover(rest[1:], "transfer", rest[0], stdout, stderr)
+	case "drain", "undrain":
+		if len(rest) > 0 && isHelp(rest[0]) {
+			return cmdDrain(rest, cmd, "", stdout, stderr)
+		}
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			fmt.Fprintf(stderr, "edge-agent %s: give the member ID first: edge-agent %s ID --nats-url URL --group G\n", cmd, cmd)
+			return exitUsage
+		}
+		return cmdDrain(rest[1:], cmd, rest[0], stdout, stderr)
 	case "watch":
 		return cmdWatch(rest, stdout, stderr)
 	case "demo":

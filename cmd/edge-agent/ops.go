@@ -20,6 +20,8 @@ var opsSynopsis = map[string]string{
 	"status":   "edge-agent status [--json] [--wait D] (--config FILE | --nats-url URL --group G) [flags]",
 	"resign":   "edge-agent resign (--config FILE | --nats-url URL --group G) [flags]",
 	"transfer": "edge-agent transfer ID (--config FILE | --nats-url URL --group G) [flags]",
+	"drain":    "edge-agent drain ID (--config FILE | --nats-url URL --group G) [flags]",
+	"undrain":  "edge-agent undrain ID (--config FILE | --nats-url URL --group G) [flags]",
 	"watch":    "edge-agent watch [--json] [--count N] (--config FILE | --nats-url URL --group G) [flags]",
 }
 
@@ -61,6 +63,16 @@ func cmdHandover(args []string, verb, nominee string, stdout, stderr io.Writer) 
 		return code
 	}
 	return opsExit(stderr, verb, opsclient.Handover(o, nominee, stdout, stderr))
+}
+
+// cmdDrain asks member id to stop standing for election (verb drain) or to
+// stand again (verb undrain).
+func cmdDrain(args []string, verb, id string, stdout, stderr io.Writer) int {
+	o, code, done := parseOps(verb, args, false, stdout, stderr)
+	if done {
+		return code
+	}
+	return opsExit(stderr, verb, opsclient.Drain(o, id, verb == "drain", stdout, stderr))
 }
 
 // cmdWatch streams the group's leader changes until interrupted (SIGINT or

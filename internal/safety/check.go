@@ -320,7 +320,13 @@ func (a *adversary) chaos(k int) {
 			}
 		case r < 995:
 			if a.has(FaultResign) {
-				a.resign(x, y, z)
+				if z%4 == 0 {
+					// Drain or undrain a member (the leader at times).
+					id := pick(x)
+					w.Drain(id, !w.Drained(id))
+				} else {
+					a.resign(x, y, z)
+				}
 			}
 		default:
 			if a.has(FaultDelay) {
@@ -383,6 +389,15 @@ func (a *adversary) quiet(limit int) (int, bool) {
 	ids := w.IDs()
 	if a.trace != nil {
 		a.trace("--- quiet: every member runs, links and routes whole, reports delivered")
+	}
+	// Drained members stay drained, but with every member drained no one
+	// may lead: the operator undrains the highest.
+	all := true
+	for _, id := range ids {
+		all = all && w.Drained(id)
+	}
+	if all {
+		w.Drain(ids[len(ids)-1], false)
 	}
 	for _, id := range ids {
 		w.Thaw(id)

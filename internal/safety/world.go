@@ -163,8 +163,10 @@ type World struct {
 	disk       map[string]election.HardState
 	voted      map[string]map[uint64]string
 	termLeader map[uint64]string
-	failed     bool
-	Steps      int64
+	// drained: members drained by the operator (persisted: a restart keeps it).
+	drained map[string]bool
+	failed  bool
+	Steps   int64
 }
 
 // New builds a started site.
@@ -173,7 +175,7 @@ func New(o Options) *World {
 		opts: o, members: map[string]*member{}, cut: map[[2]string]bool{},
 		routeDown: map[[2]string]int64{}, cutSince: map[[2]string]int64{},
 		disk: map[string]election.HardState{}, voted: map[string]map[uint64]string{},
-		termLeader: map[uint64]string{},
+		termLeader: map[uint64]string{}, drained: map[string]bool{},
 	}
 	var ms []election.Member
 	for i := 1; i <= o.N; i++ {
@@ -227,6 +229,7 @@ func (w *World) start(id string) {
 	m := w.members[id]
 	cfg := m.cfg
 	cfg.HardState = w.disk[id]
+	cfg.Drained = w.drained[id]
 	if b, ok := cfg.Backoff.(*Doubling); ok {
 		cfg.Backoff = &Doubling{Base: b.Base, Max: b.Max}
 	}
@@ -320,6 +323,9 @@ func (w *World) apply(m *member, rd election.Ready) {
 	}
 	if rd.Role != election.Leader && m.role == election.Leader {
 		w.trace("%s no longer leads (term %d)", id, rd.Term)
+	}
+	if rd.Role != election.Follower && w.drained[id] {
+		w.fail("%s is drained and %v in term %d", id, rd.Role, rd.Term)
 	}
 	m.role, m.leader, m.term, m.leaseSeq = rd.Role, rd.Leader, rd.Term, rd.LeaseSeq
 	for _, ev := range rd.Events {
@@ -599,6 +605,8 @@ func (w *World) Thaw(id string) {
 	}
 	w.trace("thaw %s", id)
 	m.frozen = false
+	d := w.drained[id]
+	w.step(id, func(n election.Node) { n.Drain(d) })
 	for m.next <= w.Now {
 		w.tick(m)
 	}
@@ -628,6 +636,21 @@ func (w *World) Resign(id, nominee string) error {
 	w.step(id, func(n election.Node) { err = n.Resign(nominee) })
 	return err
 }
+
+// Drain drains (or undrains) member id, as `edge-agent drain` does: the
+// flag is persisted first, then the running node is told. A frozen member
+// is not (its agent's loop does not run); it is told when it thaws.
+func (w *World) Drain(id string, on bool) {
+	m := w.members[id]
+	w.drained[id] = on
+	w.trace("drain %s %v", id, on)
+	if m.up && !m.frozen {
+		w.step(id, func(n election.Node) { n.Drain(on) })
+	}
+}
+
+// Drained reports whether member id is drained.
+func (w *World) Drained(id string) bool { return w.drained[id] }
 
 // Disconnect closes member id's own bus connection (its client gave up on
 // it); the agent reconnects with a new one. A leader stops leading, and a

@@ -1,0 +1,173 @@
+package election
+
+import (
+	"errors"
+	"testing"
+)
+
+// watchNeverLeads fails the test if member id is ever leader or candidate
+// from now on (collectReady checks it on every Ready of a drained member;
+// this also covers a member that is not drained itself, e.g. one that is
+// only known drained).
+func runNeverLeads(s *simNet, id string, ticks int) {
+	s.t.Helper()
+	for range ticks {
+		s.tick()
+		if s.role[id] != Follower {
+			s.t.Fatalf("tick %d: %s is %v; %s", s.now, id, s.role[id], s.describe())
+		}
+	}
+}
+
+func TestDrainedLeaderHandsOverAndStaysOut(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 5, newNode, nil) // hold-down preemption, 100 ticks
+		s.runUntil(settle, "first leader", func() bool { l, ok := s.agreed(); return ok && l == "n5" })
+		term := s.term("n5")
+		s.drain("n5", true)
+		// A planned hand-over: the successor leads without a tick.
+		if l, ok := s.agreed(); !ok || l != "n4" {
+			t.Fatalf("after draining the leader: %s", s.describe())
+		}
+		if s.term("n4") != term+1 {
+			t.Errorf("term %d after the hand-over, want %d", s.term("n4"), term+1)
+		}
+		// Past the hold-down n5 stays out, though it is the highest and healthy.
+		runNeverLeads(s, "n5", 400)
+		if l, ok := s.agreed(); !ok || l != "n4" {
+			t.Fatalf("after the hold-down: %s", s.describe())
+		}
+		// The leader knows n5 is drained: it refuses to transfer to it.
+		if err := s.nodes["n4"].Resign("n5"); !errors.Is(err, ErrDrained) {
+			t.Fatalf("transfer to a drained member: %v", err)
+		}
+		for _, m := range s.nodes["n4"].Status().Members {
+			if (m.ID == "n5") != m.Drained {
+				t.Errorf("leader's status: %s drained=%v", m.ID, m.Drained)
+			}
+		}
+		// The leader fails: n3 takes over, not the drained n5.
+		s.crash("n4")
+		s.runUntil(settle, "failover", func() bool { l, ok := s.agreed(); return ok && l == "n3" })
+		runNeverLeads(s, "n5", 200)
+		// Undrained, n5 is handed leadership back by hold-down preemption.
+		s.drain("n5", false)
+		s.runUntil(300, "n5 leads again", func() bool { l, ok := s.agreed(); return ok && l == "n5" })
+	})
+}
+
+func TestDrainedAtStartNeverStands(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		// The highest member starts drained (its flag was persisted): the
+		// group elects the next one, and the drained member never stands,
+		// not even once at start-up.
+		s := newSim(t, 5, newNode, func(c *Config) { c.Drained = c.ID == "n5" })
+		s.runUntil(settle, "first leader", func() bool { l, ok := s.agreed(); return ok && l == "n4" })
+		runNeverLeads(s, "n5", 300)
+		// A restart keeps it drained (the caller passes the persisted flag).
+		s.crash("n5")
+		s.run(50)
+		s.restart("n5")
+		runNeverLeads(s, "n5", 300)
+		if l, ok := s.agreed(); !ok || l != "n4" {
+			t.Fatalf("after n5's restart: %s", s.describe())
+		}
+	})
+}
+
+func TestDrainedMemberStillVotesAndAcks(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		// Three members, quorum 2. With n3 drained and n2 dead, n1 can lead
+		// only with n3's votes and acknowledgements.
+		s := newSim(t, 3, newNode, func(c *Config) { c.Drained = c.ID == "n3" })
+		s.runUntil(settle, "first leader", func() bool { l, ok := s.agreed(); return ok && l == "n2" })
+		s.crash("n2")
+		s.runUntil(settle, "n1 leads", func() bool { l, ok := s.agreed(); return ok && l == "n1" })
+		// Its lease rests on n3's acknowledgements: it keeps leading.
+		runNeverLeads(s, "n3", 300)
+		if l, ok := s.agreed(); !ok || l != "n1" {
+			t.Fatalf("n1 lost its lease with a drained member acknowledging: %s", s.describe())
+		}
+		// Cut n3 off: n1 has no quorum left and steps down.
+		s.isolate("n3")
+		s.runUntil(settle, "n1 steps down", func() bool { return s.role["n1"] != Leader })
+	})
+}
+
+func TestDrainedNomineeOfOlderLeaderDeclines(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		for _, nominee := range []string{"", "n4"} {
+			s := newSim(t, 5, newNode, func(c *Config) { c.Preemption = PreemptNever })
+			// The leader runs an older version: it drops the drained flag
+			// of the acknowledgements, so it nominates n4 anyway.
+			s.rewrite = func(m Message) Message { m.Drained = false; return m }
+			s.runUntil(settle, "first leader", func() bool { l, ok := s.agreed(); return ok && l == "n5" })
+			s.drain("n4", true)
+			s.run(20)
+			if err := s.nodes["n5"].Resign(nominee); err != nil {
+				t.Fatalf("resign(%q): %v", nominee, err)
+			}
+			s.collect("n5")
+			s.stabilize()
+			// n4 declines; the election proceeds without it.
+			s.runUntil(settle, "a leader after the decline", func() bool { _, ok := s.agreed(); return ok })
+			if l, _ := s.agreed(); l == "n4" {
+				t.Fatalf("nominee %q: the drained n4 leads", nominee)
+			}
+			runNeverLeads(s, "n4", 200)
+		}
+	})
+}
+
+func TestAllDrainedNoLeader(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 3, newNode, nil)
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		for _, id := range s.ids {
+			s.drain(id, true)
+		}
+		for range 500 {
+			s.tick()
+			for _, id := range s.ids {
+				if s.role[id] != Follower {
+					t.Fatalf("tick %d: %s is %v with every member drained", s.now, id, s.role[id])
+				}
+			}
+		}
+		term := s.term("n1")
+		s.run(300)
+		if s.term("n1") != term {
+			t.Errorf("the term moved from %d to %d with no one standing", term, s.term("n1"))
+		}
+		s.drain("n1", false)
+		s.runUntil(settle, "n1 leads once undrained", func() bool { l, ok := s.agreed(); return ok && l == "n1" })
+	})
+}
+
+func TestDrainedCandidateGivesUp(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 3, newNode, nil)
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		s.crash("n3")
+		s.runUntil(settle, "n2 stands", func() bool { return s.role["n2"] != Follower })
+		s.drain("n2", true)
+		if s.role["n2"] != Follower {
+			t.Fatalf("a drained candidate kept standing: %s", s.describe())
+		}
+		s.runUntil(settle*2, "n1 leads", func() bool { l, ok := s.agreed(); return ok && l == "n1" })
+	})
+}
+
+func TestDrainedMembersAboveCandidateAllVote(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		// Four members, quorum 3: with n3 and n4 drained and n2 dead, n1 can
+		// lead only with the votes of both drained members above it. (A
+		// drained Ring member once swallowed a token that carried the other
+		// drained member's vote: the checker found the site leaderless.)
+		s := newSim(t, 4, newNode, func(c *Config) { c.Drained = c.ID == "n3" || c.ID == "n4" })
+		s.runUntil(settle, "first leader", func() bool { l, ok := s.agreed(); return ok && l == "n2" })
+		s.crash("n2")
+		s.runUntil(settle*2, "n1 leads", func() bool { l, ok := s.agreed(); return ok && l == "n1" })
+		runNeverLeads(s, "n4", 200)
+	})
+}
