@@ -87,25 +87,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "status":
 		return cmdStatus(rest, stdout, stderr)
 	case "resign":
-		return cmdHandover(rest, "resign", "", stdout, stderr)
-	case "transfer":
+		return cmdRequest(rest, "resign", "", stdout, stderr)
+	case "transfer", "drain", "undrain":
 		if len(rest) > 0 && isHelp(rest[0]) {
-			return cmdHandover(rest, "transfer", "", stdout, stderr)
-		}
-		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
-			fmt.Fprintln(stderr, "edge-agent transfer: give the member ID first: edge-agent transfer ID --nats-url URL --group G")
-			return exitUsage
-		}
-		return cmdHandover(rest[1:], "transfer", rest[0], stdout, stderr)
-	case "drain", "undrain":
-		if len(rest) > 0 && isHelp(rest[0]) {
-			return cmdDrain(rest, cmd, "", stdout, stderr)
+			return cmdRequest(rest, cmd, "", stdout, stderr)
 		}
 		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
 			fmt.Fprintf(stderr, "edge-agent %s: give the member ID first: edge-agent %s ID --nats-url URL --group G\n", cmd, cmd)
 			return exitUsage
 		}
-		return cmdDrain(rest[1:], cmd, rest[0], stdout, stderr)
+		return cmdRequest(rest[1:], cmd, rest[0], stdout, stderr)
 	case "watch":
 		return cmdWatch(rest, stdout, stderr)
 	case "demo":

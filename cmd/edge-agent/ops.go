@@ -55,24 +55,18 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	return opsExit(stderr, "status", opsclient.Status(o, wait, stdout, stderr))
 }
 
-// cmdHandover asks the leader to resign (verb resign) or to transfer to
-// nominee (verb transfer).
-func cmdHandover(args []string, verb, nominee string, stdout, stderr io.Writer) int {
+// cmdRequest asks the leader to resign, or to transfer to member id; or
+// asks member id to stop standing for election (drain) or to stand again
+// (undrain).
+func cmdRequest(args []string, verb, id string, stdout, stderr io.Writer) int {
 	o, code, done := parseOps(verb, args, false, stdout, stderr)
 	if done {
 		return code
 	}
-	return opsExit(stderr, verb, opsclient.Handover(o, nominee, stdout, stderr))
-}
-
-// cmdDrain asks member id to stop standing for election (verb drain) or to
-// stand again (verb undrain).
-func cmdDrain(args []string, verb, id string, stdout, stderr io.Writer) int {
-	o, code, done := parseOps(verb, args, false, stdout, stderr)
-	if done {
-		return code
+	if verb == "drain" || verb == "undrain" {
+		return opsExit(stderr, verb, opsclient.Drain(o, id, verb == "drain", stdout, stderr))
 	}
-	return opsExit(stderr, verb, opsclient.Drain(o, id, verb == "drain", stdout, stderr))
+	return opsExit(stderr, verb, opsclient.Handover(o, id, stdout, stderr))
 }
 
 // cmdWatch streams the group's leader changes until interrupted (SIGINT or
