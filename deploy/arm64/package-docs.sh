@@ -4,7 +4,7 @@
 # links that point outside the package's doc directory rewritten to the
 # copies the package ships beside them (nfpm.yaml): SECURITY.md,
 # prometheus/, grafana/, and to the project's repository for the design
-# notes, which the package does not ship.
+# notes and the protocol versions, which the package does not ship.
 # Usage (from the repository root): deploy/arm64/package-docs.sh OUTDIR
 set -eu
 out=$1
@@ -12,6 +12,7 @@ repo=https://github.com/edge-agent/edge-agent/blob/main
 mkdir -p "$out"
 sed -e "s#](\.\./\.\./docs/SECURITY\.md#](SECURITY.md#g" \
 	-e "s#](\.\./\.\./docs/DESIGN-NOTES\.md#]($repo/docs/DESIGN-NOTES.md#g" \
+	-e "s#](\.\./\.\./docs/PROTOCOL\.md#]($repo/docs/PROTOCOL.md#g" \
 	-e "s#](\.\./prometheus/#](prometheus/#g" \
 	-e "s#](\.\./grafana/#](grafana/#g" \
 	deploy/arm64/README.md >"$out/README.md"
