@@ -1,0 +1,419 @@
+package vipbed
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Answer is one answer the probe client received: when (the kernel's
+// receive timestamp, wall clock in ns) and from which gateway (1..n; 0 when
+// the sender is not a gateway of the bed).
+type Answer struct {
+	T  int64
+	GW int
+}
+
+// Responder answers UDP probes on ResponderPort in a gateway's namespace
+// with the probe's sequence number and the gateway's index. It listens on
+// every address, so it answers for the VIP whenever the VIP is on the
+// gateway's interface; a probe to the VIP that reaches a gateway without it
+// is dropped by that gateway's kernel (it does not forward).
+type Responder struct {
+	conn *net.UDPConn
+	done chan struct{}
+}
+
+// StartResponder starts the responder of gateway h, which answers as index.
+func StartResponder(h *Host, index int) (*Responder, error) {
+	var conn *net.UDPConn
+	err := h.Do(func() error {
+		var err error
+		conn, err = net.ListenUDP("udp4", &net.UDPAddr{Port: ResponderPort})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("responder of %s: %w", h.ID, err)
+	}
+	r := &Responder{conn: conn, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		buf := make([]byte, 64)
+		for {
+			n, from, err := conn.ReadFromUDP(buf)
+			if err != nil {
+				return // closed
+			}
+			if n < 8 {
+				continue
+			}
+			reply := append(buf[:8:8], byte(index))
+			_, _ = conn.WriteToUDP(reply, from)
+		}
+	}()
+	return r, nil
+}
+
+// Close stops the responder.
+func (r *Responder) Close() error {
+	err := r.conn.Close()
+	<-r.done
+	return err
+}
+
+// Prober is the probe client: every Interval it sends a UDP probe to the
+// VIP (answered by the responder of whichever gateway the client's kernel
+// sends it to, through its ARP cache) and broadcasts an ARP request for the
+// VIP from a raw socket (answered by the kernel of every gateway that has
+// the VIP on its interface at that moment, whatever the client's cache
+// says). Both kinds of answer are recorded with the kernel's receive
+// timestamp.
+type Prober struct {
+	bed      *Bed
+	interval time.Duration
+	udp      *net.UDPConn
+	arp      *os.File
+	frame    []byte
+
+	mu        sync.Mutex
+	udpAns    []Answer
+	arpAns    []Answer
+	sentUDP   int
+	sentARP   int
+	sendErrs  int
+	lastError error
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// StartProber starts probing from the bed's client every interval.
+func StartProber(bed *Bed, interval time.Duration) (*Prober, error) {
+	p := &Prober{bed: bed, interval: interval, stop: make(chan struct{})}
+	c := bed.Client
+	err := c.Do(func() error {
+		var err error
+		p.udp, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(c.Addr)})
+		if err != nil {
+			return err
+		}
+		if err := setTimestamps(p.udp); err != nil {
+			return err
+		}
+		ifi, err := net.InterfaceByName(Dev)
+		if err != nil {
+			return err
+		}
+		p.arp, err = openARP(ifi.Index)
+		return err
+	})
+	if err != nil {
+		if p.udp != nil {
+			p.udp.Close()
+		}
+		return nil, fmt.Errorf("prober: %w", err)
+	}
+	p.frame = arpRequest(c.MAC, net.ParseIP(c.Addr).To4(), net.ParseIP(VIP).To4())
+	p.wg.Add(3)
+	go p.readUDP()
+	go p.readARP()
+	go p.send()
+	return p, nil
+}
+
+func setTimestamps(c *net.UDPConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// openARP opens an AF_PACKET socket for ARP frames bound to interface
+// ifindex, non-blocking under Go's poller (so that Close wakes its reader),
+// with kernel receive timestamps.
+func openARP(ifindex int) (*os.File, error) {
+	proto := htons(unix.ETH_P_ARP)
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, int(proto))
+	if err != nil {
+		return nil, fmt.Errorf("AF_PACKET socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto, Ifindex: ifindex}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("bind AF_PACKET: %w", err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "arp"), nil
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// arpRequest builds a broadcast Ethernet frame asking who has target.
+func arpRequest(mac net.HardwareAddr, sender, target net.IP) []byte {
+	f := make([]byte, 42)
+	copy(f[0:6], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	copy(f[6:12], mac)
+	binary.BigEndian.PutUint16(f[12:14], unix.ETH_P_ARP)
+	binary.BigEndian.PutUint16(f[14:16], 1)      // Ethernet
+	binary.BigEndian.PutUint16(f[16:18], 0x0800) // IPv4
+	f[18], f[19] = 6, 4
+	binary.BigEndian.PutUint16(f[20:22], 1) // request
+	copy(f[22:28], mac)
+	copy(f[28:32], sender)
+	// f[32:38]: target hardware address, unknown
+	copy(f[38:42], target)
+	return f
+}
+
+// kernelTime returns the SCM_TIMESTAMPNS of oob, or now if there is none.
+func kernelTime(oob []byte) int64 {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err == nil {
+		for _, m := range msgs {
+			if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
+				sec := int64(binary.NativeEndian.Uint64(m.Data[0:8]))
+				nsec := int64(binary.NativeEndian.Uint64(m.Data[8:16]))
+				return sec*1e9 + nsec
+			}
+		}
+	}
+	return time.Now().UnixNano()
+}
+
+func (p *Prober) send() {
+	defer p.wg.Done()
+	dst := &net.UDPAddr{IP: net.ParseIP(VIP), Port: ResponderPort}
+	buf := make([]byte, 8)
+	next := time.Now()
+	var seq uint64
+	for {
+		next = next.Add(p.interval)
+		if d := time.Until(next); d > 0 {
+			select {
+			case <-p.stop:
+				return
+			case <-time.After(d):
+			}
+		} else {
+			select {
+			case <-p.stop:
+				return
+			default:
+			}
+			if d < -10*p.interval {
+				next = time.Now() // far behind (a loaded machine): no burst to catch up
+			}
+		}
+		seq++
+		binary.BigEndian.PutUint64(buf, seq)
+		_, uerr := p.udp.WriteToUDP(buf, dst)
+		_, aerr := p.arp.Write(p.frame)
+		p.mu.Lock()
+		if uerr == nil {
+			p.sentUDP++
+		}
+		if aerr == nil {
+			p.sentARP++
+		}
+		if err := errors.Join(uerr, aerr); err != nil {
+			// A probe to a VIP nobody answers ARP for fails once the
+			// client's kernel gives up resolving it: counted, not fatal.
+			p.sendErrs++
+			p.lastError = err
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *Prober) readUDP() {
+	defer p.wg.Done()
+	buf, oob := make([]byte, 64), make([]byte, 128)
+	for {
+		n, oobn, _, _, err := p.udp.ReadMsgUDP(buf, oob)
+		if err != nil {
+			select {
+			case <-p.stop:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue // an ICMP error of an earlier probe, for one
+		}
+		if n < 9 {
+			continue
+		}
+		a := Answer{T: kernelTime(oob[:oobn]), GW: int(buf[8])}
+		p.mu.Lock()
+		p.udpAns = append(p.udpAns, a)
+		p.mu.Unlock()
+	}
+}
+
+func (p *Prober) readARP() {
+	defer p.wg.Done()
+	rc, err := p.arp.SyscallConn()
+	if err != nil {
+		return
+	}
+	vip := net.ParseIP(VIP).To4()
+	buf, oob := make([]byte, 128), make([]byte, 128)
+	for {
+		var n, oobn int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf, oob, 0)
+			return rerr != unix.EAGAIN
+		})
+		if err != nil {
+			return // closed
+		}
+		if rerr != nil || n < 42 {
+			continue
+		}
+		f := buf[:n]
+		if binary.BigEndian.Uint16(f[12:14]) != unix.ETH_P_ARP || binary.BigEndian.Uint16(f[20:22]) != 2 ||
+			!net.IP(f[28:32]).Equal(vip) {
+			continue // not an answer about the VIP
+		}
+		a := Answer{T: kernelTime(oob[:oobn])}
+		if g := p.bed.ByMAC(net.HardwareAddr(f[22:28])); g != nil {
+			a.GW = p.bed.index(g)
+		}
+		p.mu.Lock()
+		p.arpAns = append(p.arpAns, a)
+		p.mu.Unlock()
+	}
+}
+
+// index returns the 1-based index of gateway g.
+func (b *Bed) index(g *Host) int {
+	for i, x := range b.Gateways {
+		if x == g {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// Index returns the 1-based index of the gateway with id (0 if none): the
+// GW of its answers.
+func (b *Bed) Index(id string) int {
+	if g := b.Gateway(id); g != nil {
+		return b.index(g)
+	}
+	return 0
+}
+
+// UDP returns the UDP answers received in [from, to] (wall clock ns).
+func (p *Prober) UDP(from, to int64) []Answer { return p.window(&p.udpAns, from, to) }
+
+// ARP returns the ARP answers received in [from, to] (wall clock ns).
+func (p *Prober) ARP(from, to int64) []Answer { return p.window(&p.arpAns, from, to) }
+
+func (p *Prober) window(s *[]Answer, from, to int64) []Answer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Answer
+	for _, a := range *s {
+		if a.T >= from && a.T <= to {
+			out = append(out, a)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].T < out[j].T })
+	return out
+}
+
+// Sent returns how many UDP probes and ARP requests were sent, and how many
+// sends failed (with the last error).
+func (p *Prober) Sent() (udp, arp, errs int, last error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sentUDP, p.sentARP, p.sendErrs, p.lastError
+}
+
+// Close stops the prober.
+func (p *Prober) Close() error {
+	close(p.stop)
+	err := errors.Join(p.udp.Close(), p.arp.Close())
+	p.wg.Wait()
+	return err
+}
+
+// FirstFrom returns the first answer at or after t from a gateway other than
+// not (and not unknown).
+func FirstFrom(ans []Answer, t int64, not int) (Answer, bool) {
+	for _, a := range ans {
+		if a.T >= t && a.GW != 0 && a.GW != not {
+			return a, true
+		}
+	}
+	return Answer{}, false
+}
+
+// LastFrom returns the last answer of gateway gw.
+func LastFrom(ans []Answer, gw int) (Answer, bool) {
+	for i := len(ans) - 1; i >= 0; i-- {
+		if ans[i].GW == gw {
+			return ans[i], true
+		}
+	}
+	return Answer{}, false
+}
+
+// TwoHolderMillis returns the milliseconds (wall clock ms since the epoch)
+// in which answers came from two or more distinct gateways, and which.
+func TwoHolderMillis(ans []Answer) map[int64][]int {
+	by := map[int64]map[int]bool{}
+	for _, a := range ans {
+		ms := a.T / 1e6
+		if by[ms] == nil {
+			by[ms] = map[int]bool{}
+		}
+		by[ms][a.GW] = true
+	}
+	out := map[int64][]int{}
+	for ms, gws := range by {
+		if len(gws) < 2 {
+			continue
+		}
+		var l []int
+		for g := range gws {
+			l = append(l, g)
+		}
+		sort.Ints(l)
+		out[ms] = l
+	}
+	return out
+}
+
+// OnlyFrom reports whether every answer is from gateway gw and there is at
+// least one.
+func OnlyFrom(ans []Answer, gw int) bool {
+	if len(ans) == 0 {
+		return false
+	}
+	for _, a := range ans {
+		if a.GW != gw {
+			return false
+		}
+	}
+	return true
+}
