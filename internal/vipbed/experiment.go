@@ -49,6 +49,10 @@ type CutTrial struct {
 	TwoHolderMS int `json:"two_holder_ms"`
 	// FirstTwoHolderMS: the first such millisecond, from the cut.
 	FirstTwoHolderMS float64 `json:"first_two_holder_ms,omitempty"`
+	// AnsweredMS: the milliseconds of the cut in which any ARP answer came
+	// (the probe client's achieved rate bounds how many two-holder
+	// milliseconds it can see).
+	AnsweredMS int `json:"answered_ms"`
 	// RecoverMS: from the heal until the bed was stable again.
 	RecoverMS float64 `json:"recover_ms"`
 }
@@ -63,6 +67,9 @@ type Result struct {
 	// dropped the VIP (edge-agent's lease; the same figure is the moment
 	// keepalived's gateways are looked at).
 	LeaseMS float64 `json:"lease_ms"`
+	// Targets are the issue's limits for the failover row (edge-agent:
+	// below keepalived's figures of issue 19).
+	Targets []benchresult.Target `json:"targets,omitempty"`
 	// Probes sent and answers counted over the run, and failed sends.
 	UDPSent, ARPSent, SendErrors int
 }
@@ -158,7 +165,7 @@ func (r Result) Summary() string {
 func (r Result) Series() []benchresult.Series {
 	return []benchresult.Series{
 		{Figure: "vip", Name: r.Product + ": SIGKILL of the holder, until the client's UDP probe is answered by the new holder",
-			Settings: r.Settings, Unit: "ms", Samples: r.FailoverMS(),
+			Settings: r.Settings, Unit: "ms", Samples: r.FailoverMS(), Targets: r.Targets,
 			Note: fmt.Sprintf("killed gateway still had the VIP %.0f ms after the kill: %d of %d; trials with two holders in one ms: %d",
 				r.LeaseMS, r.KeptVIP(), len(r.Kills), r.KillsWithTwoHolders())},
 		{Figure: "vip", Name: r.Product + ": SIGKILL of the holder, until another gateway answers ARP for the VIP",
@@ -168,6 +175,15 @@ func (r Result) Series() []benchresult.Series {
 			Note: fmt.Sprintf("cycles with two holders: %d of %d; old holder still had the VIP at the end of the cut: %d of %d",
 				r.CutsWithTwoHolders(), len(r.Cuts), r.CutsHolderKept(), len(r.Cuts))},
 	}
+}
+
+// answeredMillis counts the distinct milliseconds of ans.
+func answeredMillis(ans []Answer) int {
+	seen := map[int64]bool{}
+	for _, a := range ans {
+		seen[a.T/1e6] = true
+	}
+	return len(seen)
 }
 
 // msSince is the time from t0 to t (wall clock ns) in ms.

@@ -105,8 +105,11 @@ func (k *Keepalived) read(r io.Reader) {
 		if len(k.log) < 2000 {
 			k.log = append(k.log, line)
 		}
-		if i := strings.Index(line, "Entering "); i >= 0 && strings.HasSuffix(line, " STATE") {
-			k.state = strings.TrimSuffix(line[i+len("Entering "):], " STATE")
+		// "(VIP) Entering MASTER STATE", "(VIP) Entering BACKUP STATE (init)"
+		if _, rest, ok := strings.Cut(line, "Entering "); ok {
+			if st, _, ok := strings.Cut(rest, " STATE"); ok {
+				k.state = st
+			}
 		}
 		k.mu.Unlock()
 	}

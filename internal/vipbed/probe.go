@@ -200,15 +200,18 @@ func (p *Prober) send() {
 	defer p.wg.Done()
 	dst := &net.UDPAddr{IP: net.ParseIP(VIP), Port: ResponderPort}
 	buf := make([]byte, 8)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	next := time.Now()
 	var seq uint64
 	for {
 		next = next.Add(p.interval)
 		if d := time.Until(next); d > 0 {
+			timer.Reset(d)
 			select {
 			case <-p.stop:
 				return
-			case <-time.After(d):
+			case <-timer.C:
 			}
 		} else {
 			select {

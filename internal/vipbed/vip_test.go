@@ -54,7 +54,7 @@ func trials(t *testing.T) int {
 func need(t *testing.T, tool, pkg string) {
 	t.Helper()
 	if _, err := exec.LookPath(tool); err != nil {
-		if os.Getenv("CI") != "" {
+		if os.Getenv("CI") == "true" {
 			t.Fatalf("%s not found (apt-get install %s; .ci/run installs it)", tool, pkg)
 		}
 		t.Skipf("needs %s (apt-get install %s)", tool, pkg)
@@ -66,9 +66,9 @@ type product interface {
 	// stable waits until exactly one gateway holds the VIP and everything
 	// agrees on it, and returns that gateway.
 	stable(timeout time.Duration) (string, error)
-	// kill SIGKILLs the VIP process of gateway id and returns when the
-	// signal was sent (wall clock ns, taken before the signal).
-	kill(id string) (int64, error)
+	// kill SIGKILLs the VIP process of gateway id and returns the wall
+	// clock (ns) just before and just after the signal was sent.
+	kill(id string) (before, after int64, err error)
 	// restart starts gateway id's VIP process again after kill.
 	restart(id string) error
 	// cut drops the election traffic between h and the others.
@@ -129,7 +129,9 @@ func TestVIPFailoverNetns(t *testing.T) {
 		e := startEdgeAgents(t, bed, prober)
 		r := Result{Product: "edge-agent",
 			Settings: "3 gateways, embedded clustered NATS on the bridge, H = 100 ms, k = 3, lease 180 ms, --preemption never, --leader-vip, fast failover on route closure",
-			LeaseMS:  benchresult.Ms(lease)}
+			LeaseMS:  benchresult.Ms(lease),
+			// Issue 19: below keepalived's 33.6 / 45.0 ms measured there.
+			Targets: []benchresult.Target{{Stat: "p50", Max: 33.6}, {Stat: "p99", Max: 45.0}}}
 		runExperiments(t, bed, prober, e, n, &r, true)
 		results = append(results, r)
 	})
@@ -158,7 +160,9 @@ func runExperiments(t *testing.T, bed *Bed, prober *Prober, p product, n int, r 
 			fail("before kill %d: %v", i+1, err)
 		}
 		g, gi := bed.Gateway(holder), bed.Index(holder)
-		t0, err := p.kill(holder)
+		// Failover is timed from before the signal (t0), the lease from
+		// after it (tk): the process may have renewed its lease until then.
+		t0, tk, err := p.kill(holder)
 		if err != nil {
 			fail("kill %d of %s: %v", i+1, holder, err)
 		}
@@ -173,7 +177,7 @@ func runExperiments(t *testing.T, bed *Bed, prober *Prober, p product, n int, r 
 		// Look at the killed gateway's interface once its lease is over
 		// (a point in time the experiment defines, not a wait for a
 		// condition).
-		time.Sleep(time.Until(time.Unix(0, t0).Add(lease)))
+		time.Sleep(time.Until(time.Unix(0, tk).Add(lease)))
 		kept, err := g.HasAddr(VIP)
 		if err != nil {
 			t.Fatal(err)
@@ -194,8 +198,8 @@ func runExperiments(t *testing.T, bed *Bed, prober *Prober, p product, n int, r 
 		if a, ok := LastFrom(prober.ARP(t0, tR), gi); ok {
 			tr.VictimLastARPMS = msSince(t0, a.T)
 		}
-		if tr.VictimLastARPMS > benchresult.Ms(lease) {
-			check("kill %d: %s answered ARP for the VIP %.1f ms after its kill, past its lease (%s)", i+1, holder, tr.VictimLastARPMS, lease)
+		if a, ok := LastFrom(prober.ARP(t0, tR), gi); ok && a.T > tk+int64(lease) {
+			check("kill %d: %s answered ARP for the VIP %.1f ms after its kill, past its lease (%s)", i+1, holder, msSince(tk, a.T), lease)
 		}
 		if err := p.restart(holder); err != nil {
 			fail("restart %s: %v", holder, err)
@@ -219,11 +223,14 @@ func runExperiments(t *testing.T, bed *Bed, prober *Prober, p product, n int, r 
 			fail("before cut %d: %v", i+1, err)
 		}
 		g, gi := bed.Gateway(holder), bed.Index(holder)
-		t0 := wallNow()
+		// The rules are in force from some moment between tb and t0:
+		// two holders are looked for from tb, the lease counted from t0.
+		tb := wallNow()
 		if err := p.cut(g); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(cutFor) // the cut's length is the experiment's, not a wait for a condition
+		t0 := wallNow()
+		time.Sleep(time.Until(time.Unix(0, tb).Add(cutFor))) // the cut's length is the experiment's, not a wait for a condition
 		kept, err := g.HasAddr(VIP)
 		if err != nil {
 			t.Fatal(err)
@@ -236,8 +243,8 @@ func runExperiments(t *testing.T, bed *Bed, prober *Prober, p product, n int, r 
 			fail("after cut %d of %s: %v", i+1, holder, err)
 		}
 		t2 := wallNow()
-		tr := CutTrial{Holder: holder, HolderKeptVIP: kept, HolderLastARPMS: -1, RecoverMS: msSince(t1, t2)}
 		during := prober.ARP(t0, t1)
+		tr := CutTrial{Holder: holder, HolderKeptVIP: kept, HolderLastARPMS: -1, RecoverMS: msSince(t1, t2), AnsweredMS: answeredMillis(during)}
 		if a, ok := LastFrom(during, gi); ok {
 			tr.HolderLastARPMS = msSince(t0, a.T)
 		}
@@ -245,7 +252,7 @@ func runExperiments(t *testing.T, bed *Bed, prober *Prober, p product, n int, r 
 			tr.TakeoverMS = msSince(t0, a.T)
 		}
 		var desc string
-		tr.TwoHolderMS, tr.FirstTwoHolderMS, desc = twoHolders(prober.ARP(t0, t2), t0)
+		tr.TwoHolderMS, tr.FirstTwoHolderMS, desc = twoHolders(prober.ARP(tb, t2), t0)
 		if tr.TwoHolderMS > 0 {
 			check("cut %d of %s: two gateways answered ARP for the VIP in %d ms: %s", i+1, holder, tr.TwoHolderMS, desc)
 		}
@@ -256,8 +263,8 @@ func runExperiments(t *testing.T, bed *Bed, prober *Prober, p product, n int, r 
 			check("cut %d: %s answered ARP for the VIP %.1f ms after the cut, past its lease (%s)", i+1, holder, tr.HolderLastARPMS, lease)
 		}
 		r.Cuts = append(r.Cuts, tr)
-		t.Logf("cut %d of %s: other holder after %.1f ms, old holder's last answer %.1f ms, kept %v, two-holder ms %d, stable %.0f ms after the heal",
-			i+1, holder, tr.TakeoverMS, tr.HolderLastARPMS, kept, tr.TwoHolderMS, tr.RecoverMS)
+		t.Logf("cut %d of %s: other holder after %.1f ms, old holder's last answer %.1f ms, kept %v, two-holder ms %d (of %d ms of the cut with an answer), stable %.0f ms after the heal",
+			i+1, holder, tr.TakeoverMS, tr.HolderLastARPMS, kept, tr.TwoHolderMS, tr.AnsweredMS, tr.RecoverMS)
 	}
 	u1, a1, e1, last := prober.Sent()
 	r.UDPSent, r.ARPSent, r.SendErrors = u1-u0, a1-a0, e1-e0
@@ -362,12 +369,13 @@ func (k *keepaliveds) stable(timeout time.Duration) (string, error) {
 	return holder, err
 }
 
-func (k *keepaliveds) kill(id string) (int64, error) {
+func (k *keepaliveds) kill(id string) (int64, int64, error) {
 	k.mu.Lock()
 	p := k.procs[id]
 	k.mu.Unlock()
 	t0 := wallNow()
-	return t0, p.Kill()
+	err := p.Kill()
+	return t0, t0, err // the VIP is not bound to a lease: t0 for both
 }
 
 func (k *keepaliveds) cut(h *Host) error {
@@ -572,13 +580,14 @@ func (e *edgeAgents) stable(timeout time.Duration) (string, error) {
 	return holder, err
 }
 
-func (e *edgeAgents) kill(id string) (int64, error) {
+func (e *edgeAgents) kill(id string) (int64, int64, error) {
 	t0 := wallNow()
 	wait, err := e.site.StopAsync(id, syscall.SIGKILL)
+	tk := wallNow()
 	if err != nil {
-		return t0, err
+		return t0, tk, err
 	}
-	return t0, wait()
+	return t0, tk, wait()
 }
 
 func (e *edgeAgents) restart(id string) error {
@@ -644,7 +653,8 @@ func writeResults(t *testing.T, results []Result, started time.Time) {
 	}
 	raw, _ := json.MarshalIndent(results, "", "  ")
 	txt := strings.TrimSuffix(out, filepath.Ext(out))
-	if err := os.WriteFile(txt+".trials.json", append(raw, '\n'), 0o644); err != nil {
+	// Not *.json: the report reads every *.json of its directory.
+	if err := os.WriteFile(txt+".trials", append(raw, '\n'), 0o644); err != nil {
 		t.Error(err)
 	}
 	if err := os.WriteFile(txt+".txt", []byte(strings.Join(sum, "\n")+"\n"), 0o644); err != nil {
