@@ -72,6 +72,10 @@ type Result struct {
 	Targets []benchresult.Target `json:"targets,omitempty"`
 	// Probes sent and answers counted over the run, and failed sends.
 	UDPSent, ARPSent, SendErrors int
+	// Seconds the product's experiments took; ProbeRealtime: the probe
+	// sender ran at a real-time priority.
+	Seconds       float64
+	ProbeRealtime bool
 }
 
 // FailoverMS returns the kill trials' UDP failover times.
@@ -157,7 +161,8 @@ func (r Result) Summary() string {
 	tw := r.TwoHolderMSPerCut()
 	fmt.Fprintf(&b, "%s: election traffic cut for 1 s, %d cycles: cycles with two gateways answering ARP in the same ms: %d (ms of two holders per cycle p50 %.0f, max %.0f); old holder still had the VIP at the end of the cut in %d of %d\n",
 		r.Product, len(r.Cuts), r.CutsWithTwoHolders(), p(tw, 50), p(tw, 100), r.CutsHolderKept(), len(r.Cuts))
-	fmt.Fprintf(&b, "%s: probes sent: %d UDP, %d ARP, %d failed sends", r.Product, r.UDPSent, r.ARPSent, r.SendErrors)
+	fmt.Fprintf(&b, "%s: probes sent: %d UDP, %d ARP in %.0f s (%.0f a second; sender at real-time priority: %v), %d failed sends",
+		r.Product, r.UDPSent, r.ARPSent, r.Seconds, float64(r.ARPSent)/max(r.Seconds, 1e-9), r.ProbeRealtime, r.SendErrors)
 	return b.String()
 }
 

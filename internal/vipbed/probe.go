@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -90,8 +91,9 @@ type Prober struct {
 	sendErrs  int
 	lastError error
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	realtime bool
 }
 
 // StartProber starts probing from the bed's client every interval.
@@ -198,30 +200,38 @@ func kernelTime(oob []byte) int64 {
 
 func (p *Prober) send() {
 	defer p.wg.Done()
+	// The sender keeps the pace on a loaded machine: its own thread, at a
+	// real-time priority when the kernel allows (root), so that the
+	// kernel runs it as soon as its timer fires. The thread ends with the
+	// goroutine (never unlocked), so no other goroutine inherits the
+	// priority.
+	runtime.LockOSThread()
+	rt := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}, 0) == nil
+	p.mu.Lock()
+	p.realtime = rt
+	p.mu.Unlock()
 	dst := &net.UDPAddr{IP: net.ParseIP(VIP), Port: ResponderPort}
 	buf := make([]byte, 8)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	next := time.Now()
+	// Slots every interval from the start; after each send the next slot
+	// is the first one still ahead, so a late wake-up skips slots rather
+	// than sending a burst. The sleep is clock_nanosleep to an absolute
+	// time: Go's timers wake up to a millisecond late.
+	var start unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &start)
+	base := start.Nano()
 	var seq uint64
+	slot := int64(0)
 	for {
-		next = next.Add(p.interval)
-		if d := time.Until(next); d > 0 {
-			timer.Reset(d)
-			select {
-			case <-p.stop:
-				return
-			case <-timer.C:
-			}
-		} else {
-			select {
-			case <-p.stop:
-				return
-			default:
-			}
-			if d < -10*p.interval {
-				next = time.Now() // far behind (a loaded machine): no burst to catch up
-			}
+		select {
+		case <-p.stop:
+			return
+		default:
+		}
+		var now unix.Timespec
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &now)
+		slot = max(slot+1, (now.Nano()-base)/int64(p.interval)+1)
+		at := unix.NsecToTimespec(base + slot*int64(p.interval))
+		for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &at, nil) == unix.EINTR {
 		}
 		seq++
 		binary.BigEndian.PutUint64(buf, seq)
@@ -350,6 +360,13 @@ func (p *Prober) Sent() (udp, arp, errs int, last error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.sentUDP, p.sentARP, p.sendErrs, p.lastError
+}
+
+// Realtime reports whether the sender runs at a real-time priority.
+func (p *Prober) Realtime() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.realtime
 }
 
 // Close stops the prober.

@@ -154,6 +154,7 @@ func runExperiments(t *testing.T, bed *Bed, prober *Prober, p product, n int, r 
 		}
 	}
 	u0, a0, e0, _ := prober.Sent()
+	began := time.Now()
 	for i := range n {
 		holder, err := p.stable(30 * time.Second)
 		if err != nil {
@@ -268,6 +269,7 @@ func runExperiments(t *testing.T, bed *Bed, prober *Prober, p product, n int, r 
 	}
 	u1, a1, e1, last := prober.Sent()
 	r.UDPSent, r.ARPSent, r.SendErrors = u1-u0, a1-a0, e1-e0
+	r.Seconds, r.ProbeRealtime = time.Since(began).Seconds(), prober.Realtime()
 	if e1 > e0 {
 		t.Logf("%d probe sends failed, the last: %v", e1-e0, last)
 	}
