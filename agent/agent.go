@@ -150,6 +150,7 @@ type leaderWork struct {
 	leadCancel  context.CancelFunc
 	leadDone    chan struct{} // loop-owned: closed once this leadership's work returned
 	leadPlanned *atomic.Bool  // loop-owned: set when this leadership ends by a planned handover
+	vip         vipState      // the duty's virtual IPs (vip.go)
 }
 
 // fastPath is the fast failover's state (fastpath.go).
@@ -866,6 +867,7 @@ func (a *Agent) Status() StatusReport {
 		}
 		r.Members = append(r.Members, mr)
 	}
+	r.VIP = a.vipReport()
 	return r
 }
 

@@ -58,7 +58,7 @@ func (a *Agent) attachDuty() error {
 	if a.work.duty == nil {
 		return nil
 	}
-	err := a.work.duty.Attach(duty.Host{
+	h := duty.Host{
 		ID: a.cfg.ID, Group: a.cfg.Group,
 		Timing:       a.cfg.DutyTiming(),
 		Lease:        dutyLease{a},
@@ -67,7 +67,9 @@ func (a *Agent) attachDuty() error {
 		// The metrics are made after the duty is checked.
 		Restarts: func() { a.m.dutyRestarts.Inc() },
 		Running:  func(on bool) { boolGauge(a.m.dutyRunning, on) },
-	})
+	}
+	a.attachVIP(&h, a.work.duty.Config().VIP)
+	err := a.work.duty.Attach(h)
 	switch {
 	case errors.Is(err, duty.ErrAttached):
 		return fmt.Errorf("agent: WithDuty: %w", err)

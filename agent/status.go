@@ -24,7 +24,10 @@ type StatusReport struct {
 	// election algorithm than this agent.
 	AlgorithmMismatch []AlgorithmMismatch `json:"algorithm_mismatch,omitempty"`
 	Version           string              `json:"version"`
-	Time              time.Time           `json:"time"`
+	// VIP lists the virtual IPs of the leader duty (leader.vip) and
+	// whether this agent holds them now.
+	VIP  []VIPReport `json:"vip,omitempty"`
+	Time time.Time   `json:"time"`
 }
 
 // QuorumReport gives the quorum size, the members believed alive and

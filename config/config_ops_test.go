@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -41,6 +42,22 @@ func TestLoadOpsConfig(t *testing.T) {
 		strings.Join(rc.Duty.Command, "|") != "/bin/sh|-c|exec poller --x" || rc.Duty.Grace != time.Second ||
 		strings.Join(rc.Duty.OnElected, "|") != "logger|elected" || strings.Join(rc.Duty.Env, "|") != "A=1|B" {
 		t.Errorf("flags: %+v %+v", rc.Push, rc.Duty)
+	}
+
+	// Virtual IPs: a list of mappings or strings in the file, a list of
+	// ADDR/LEN@IFACE on the command line; enough for a duty on their own.
+	vpath := configtest.Write(t, configtest.BaseYAML(nil, "leader:", "  vip:", "    - {address: 10.0.0.3/24, interface: lo}", "    - fd00::3/64@lo"))
+	if rc, err = LoadFile(vpath); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(rc.Duty.VIP); got != "[10.0.0.3/24@lo fd00::3/64@lo]" || rc.Duty.Grace == 0 {
+		t.Errorf("leader.vip from the file: %s (grace %s)", got, rc.Duty.Grace)
+	}
+	if rc, err = Load(withFlags("--leader-vip", "10.0.0.4/32@lo, 10.0.0.5/24@lo")); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(rc.Duty.VIP); got != "[10.0.0.4/32@lo 10.0.0.5/24@lo]" {
+		t.Errorf("--leader-vip: %s", got)
 	}
 
 	// Nothing configured: no push, no duty (zero values).
@@ -90,6 +107,15 @@ func TestOpsConfigErrors(t *testing.T) {
 		{name: "push interval", args: []string{"--pushgateway-url", "http://pgw:9091", "--push-interval", "1ms"},
 			want: "--push-interval: 1ms is outside 100ms..1h"},
 		{name: "unknown push key", extra: []string{"pushgateway:", "  url: http://x", "  intervall: 1s"}, want: "line 8: field pushgateway.intervall not found"},
+		{name: "vip address", args: []string{"--leader-vip", "10.0.0.300/24@lo"}, want: "--leader-vip: address \"10.0.0.300/24\": want ADDRESS/PREFIXLEN"},
+		{name: "vip no interface", args: []string{"--leader-vip", "10.0.0.3/24"}, want: "--leader-vip: \"10.0.0.3/24\": want ADDRESS/PREFIXLEN@INTERFACE"},
+		{name: "vip no prefix length", extra: []string{"leader:", "  vip: [{address: 10.0.0.3, interface: lo}]"}, want: "line 7: leader.vip: address \"10.0.0.3\""},
+		{name: "vip missing field", extra: []string{"leader:", "  vip:", "    - address: 10.0.0.3/24"}, want: "line 8: leader.vip: a virtual IP needs both address and interface"},
+		{name: "vip unknown field", extra: []string{"leader:", "  vip:", "    - {address: 10.0.0.3/24, iface: lo}"}, want: "line 8: leader.vip: field iface not found in a virtual IP"},
+		{name: "vip not a list", extra: []string{"leader:", "  vip: {address: 10.0.0.3/24, interface: lo}"}, want: "line 7: leader.vip: must be a list"},
+		{name: "vip twice", args: []string{"--leader-vip", "10.0.0.3/24@lo,10.0.0.3/32@lo"}, want: "--leader-vip: 10.0.0.3 is given twice"},
+		{name: "vip multicast", args: []string{"--leader-vip", "224.0.0.5/24@lo"}, want: "a virtual IP must be a unicast address"},
+		{name: "vip interface missing", args: []string{"--leader-vip", "10.0.0.3/24@nosuchif0"}, want: "--leader-vip: 10.0.0.3/24@nosuchif0: no interface \"nosuchif0\" on this gateway"},
 		{name: "push job", args: []string{"--pushgateway-url", "http://pgw:9091", "--pushgateway-job", "a/b"}, want: "--pushgateway-job: \"a/b\" contains a '/'"},
 	} {
 		path := configtest.Write(t, configtest.BaseYAML(nil, tc.extra...))

@@ -104,6 +104,7 @@ func (l *loader) opsSettings() []setting {
 		{"leader.max_failures", "leader-max-failures", "duty exits within failure_window, `N`, after which the leader resigns (default 5)", integer(&c.Duty.MaxFailures)},
 		{"leader.failure_window", "leader-failure-window", "period over which duty failures count, `DURATION` (default 1m)", duration(&c.Duty.FailureWindow)},
 		{"leader.env", "leader-env", "environment of the duty and hooks besides the documented one: `LIST` of KEY=VALUE (set) or KEY (pass the agent's value), as [\"A=1\", \"B\"] or words split at spaces", strList{&c.Duty.Env, false}},
+		{"leader.vip", "leader-vip", "virtual IPs held while this gateway leads, `ADDR/LEN@IFACE[,...]` (192.0.2.10/24@eth0), or in the file a list of {address, interface}; needs CAP_NET_ADMIN and CAP_NET_RAW", vipList{&c.Duty.VIP}},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/duty"
 	"github.com/edge-agent/edge-agent/bus"
 	"github.com/edge-agent/edge-agent/edge"
 )
@@ -156,11 +157,16 @@ func (l *loader) finishOps() error {
 		return l.keyedError(err)
 	}
 	d := &c.Duty
-	if len(d.Command) == 0 && len(d.OnElected) == 0 && len(d.OnDemoted) == 0 {
+	if len(d.Command) == 0 && len(d.OnElected) == 0 && len(d.OnDemoted) == 0 && len(d.VIP) == 0 {
 		c.Duty = agent.DutyConfig{}
 		return nil
 	}
 	if err := d.Validate(c.Agent); err != nil {
+		return l.keyedError(err)
+	}
+	// The interfaces must exist when the agent starts: a VIP on a missing
+	// one would fail only at the first election, on the leader.
+	if err := duty.CheckInterfaces(d.VIP); err != nil {
 		return l.keyedError(err)
 	}
 	return nil
@@ -275,5 +281,8 @@ func (c *Config) Describe(w io.Writer) {
 	if d := c.Duty; len(d.Command) > 0 {
 		fmt.Fprintf(w, "leader duty: %s (grace %s, resign after %d failures within %s)\n",
 			strings.Join(d.Command, " "), d.Grace, d.MaxFailures, d.FailureWindow)
+	}
+	for _, v := range c.Duty.VIP {
+		fmt.Fprintf(w, "virtual IP: %s (held while this gateway leads; needs CAP_NET_ADMIN and CAP_NET_RAW)\n", v)
 	}
 }

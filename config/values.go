@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/duty"
 	"github.com/edge-agent/edge-agent/edge"
 	"github.com/edge-agent/edge-agent/election"
 )
@@ -496,4 +497,79 @@ func kindName(n *yaml.Node) string {
 		return "mapping"
 	}
 	return "value"
+}
+
+// vipList sets leader.vip: a flag or scalar "ADDR/LEN@IFACE[,...]", or in
+// the file a list of {address, interface} mappings or such strings.
+type vipList struct{ p *[]agent.VIP }
+
+func (l vipList) set(s string) error {
+	if strings.TrimSpace(s) == "" {
+		*l.p = nil
+		return nil
+	}
+	var out []agent.VIP
+	for _, item := range strings.Split(s, ",") {
+		v, err := duty.ParseVIP(item)
+		if err != nil {
+			return err
+		}
+		out = append(out, v)
+	}
+	*l.p = out
+	return nil
+}
+
+func (l vipList) setNode(n *yaml.Node) error {
+	if n.Kind != yaml.SequenceNode {
+		return nodeErrorf(n, "must be a list of {address, interface} or a string \"192.0.2.10/24@eth0\", not a %s", kindName(n))
+	}
+	out := make([]agent.VIP, 0, len(n.Content))
+	for _, item := range n.Content {
+		item = resolve(item)
+		var v agent.VIP
+		var err error
+		switch item.Kind {
+		case yaml.ScalarNode:
+			if v, err = duty.ParseVIP(item.Value); err != nil {
+				return nodeErrorf(item, "%v", err)
+			}
+		case yaml.MappingNode:
+			if v, err = vipFromMap(item); err != nil {
+				return err
+			}
+		default:
+			return nodeErrorf(item, "each virtual IP must be {address: 192.0.2.10/24, interface: eth0}, not a %s", kindName(item))
+		}
+		out = append(out, v)
+	}
+	*l.p = out
+	return nil
+}
+
+// vipFromMap reads one {address, interface} mapping of leader.vip.
+func vipFromMap(n *yaml.Node) (agent.VIP, error) {
+	var addr, iface *yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		if v.Kind != yaml.ScalarNode {
+			return agent.VIP{}, nodeErrorf(v, "%s must be a single value, not a %s", k.Value, kindName(v))
+		}
+		switch k.Value {
+		case "address":
+			addr = v
+		case "interface":
+			iface = v
+		default:
+			return agent.VIP{}, nodeErrorf(k, "field %s not found in a virtual IP (it takes address, interface)", k.Value)
+		}
+	}
+	if addr == nil || iface == nil {
+		return agent.VIP{}, nodeErrorf(n, "a virtual IP needs both address and interface")
+	}
+	v, err := duty.NewVIP(addr.Value, iface.Value)
+	if err != nil {
+		return agent.VIP{}, nodeErrorf(addr, "%v", err)
+	}
+	return v, nil
 }

@@ -486,6 +486,13 @@ func (c *core) heartbeat() {
 	}
 	c.hbSeq++
 	c.sentAt[c.hbSeq] = c.now
+	// A leader that is a quorum on its own (one member, island mode) backs
+	// its own heartbeat: with nobody to acknowledge it, the lease must
+	// still run from this send. With a larger quorum this changes nothing:
+	// the leader's own seq is always the newest.
+	if q := c.quorumSeq(); q > c.leaseSeq {
+		c.leaseSeq = q
+	}
 	alive := make([]string, 0, len(c.members))
 	for _, m := range c.members {
 		if c.alive(m.ID) {

@@ -35,8 +35,15 @@ type Config struct {
 	// dead. When the command exits, whatever it left running is killed. It
 	// is restarted with backoff if it exits while this agent leads, but
 	// never again in a term whose lease deadline killed it. Empty: no
-	// command, hooks only.
+	// command, hooks only (and VIP, if set).
 	Command []string
+	// VIP lists virtual IP addresses held while this agent leads, by the
+	// same guard and on the same deadlines as Command (Linux; the agent
+	// needs CAP_NET_ADMIN and CAP_NET_RAW). With Command, both run
+	// together: the addresses are added before the command starts and
+	// removed first when it stops; a restart of the command re-adds them.
+	// Without Command, holding them is the duty.
+	VIP []VIP
 	// Grace is how long the command gets between SIGTERM and SIGKILL. It
 	// must be shorter than the lease. When leadership ends because the lease
 	// runs out, the command gets SIGTERM min(Grace, (lease - heartbeat)/2)
@@ -109,6 +116,9 @@ func (c *Config) Validate(ac Timed) error {
 		}
 	}
 	if err := checkDutyEnv(c.Env); err != nil {
+		return err
+	}
+	if err := checkVIPs(c.VIP); err != nil {
 		return err
 	}
 	if c.GuardPath == "" {

@@ -59,6 +59,11 @@ type Host struct {
 	// a leadership; Running when it starts (true) and when it is gone.
 	Restarts func()
 	Running  func(bool)
+	// VIPHeld, if set, is called when the VIPs (Config.VIP) are added
+	// (true) and when they are gone; Announced with the number of
+	// announcements (gratuitous ARPs, neighbour advertisements) sent.
+	VIPHeld   func(bool)
+	Announced func(int)
 }
 
 // Duty supervises a Config's processes for one agent: see
@@ -170,7 +175,7 @@ func (d *Duty) lead(ctx context.Context, term uint64, planned *atomic.Bool) {
 	case <-ctx.Done():
 		return
 	}
-	if len(d.cfg.Command) == 0 {
+	if len(d.cfg.Command) == 0 && len(d.cfg.VIP) == 0 {
 		<-ctx.Done()
 		return
 	}

@@ -36,7 +36,8 @@ const defaultGuardPath = "/proc/self/exe"
 
 // dutyStart is what starts one run of the duty command.
 type dutyStart struct {
-	argv     []string
+	argv     []string // empty: no command, the VIPs alone
+	vips     []string // the guard's --vip arguments
 	env      []string
 	dir      string
 	stdout   io.Writer // an *os.File is passed on as is
@@ -48,6 +49,9 @@ type dutyStart struct {
 	leaseEnd time.Duration   // the lease end (agent's clock) they were made from
 	wg       *sync.WaitGroup // counts the guard until it exited
 	log      *slog.Logger
+
+	vipHeld   func(bool) // nil-safe: see Host.VIPHeld
+	announced func(int)
 }
 
 // dutyProc is one run of the duty command under its guard.
@@ -69,9 +73,13 @@ type dutyProc struct {
 func startDutyProc(s dutyStart, now time.Duration) (*dutyProc, error) {
 	// Resolved here, with the agent's PATH, as exec.Command always did: a
 	// missing program is a start error, not an exit.
-	path, err := exec.LookPath(s.argv[0])
-	if err != nil {
-		return nil, err
+	var command []string
+	if len(s.argv) > 0 {
+		path, err := exec.LookPath(s.argv[0])
+		if err != nil {
+			return nil, err
+		}
+		command = append([]string{path}, s.argv...)
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -86,8 +94,9 @@ func startDutyProc(s dutyStart, now time.Duration) (*dutyProc, error) {
 	}
 	conn := fc.(*net.UnixConn)
 	args := []string{dutyguard.Arg, "--soft=" + strconv.FormatInt(s.soft, 10), "--deadline=" + strconv.FormatInt(s.deadline, 10),
-		"--label=" + s.label, "--"}
-	cmd := exec.Command(s.guard, append(append(args, path), s.argv...)...)
+		"--label=" + s.label}
+	args = append(append(append(args, s.vips...), "--"), command...)
+	cmd := exec.Command(s.guard, args...)
 	cmd.Args[0] = os.Args[0] // ps shows the agent's name, not /proc/self/exe
 	cmd.Env = append(append([]string(nil), s.env...), dutyguard.Env+"="+dutyguard.Protocol)
 	cmd.Dir = s.dir
@@ -111,21 +120,39 @@ func startDutyProc(s dutyStart, now time.Duration) (*dutyProc, error) {
 // the guard's own exit is waited for after it, counted in s.wg.
 func (p *dutyProc) follow(cmd *exec.Cmd, s dutyStart) {
 	defer s.wg.Done()
-	reported := false
+	reported, held := false, false
 	sc := bufio.NewScanner(p.conn)
 	for sc.Scan() {
 		verb, rest, _ := strings.Cut(sc.Text(), " ")
 		switch verb {
 		case dutyguard.Started:
-			if pid, err := strconv.Atoi(rest); err == nil {
+			pid, err := strconv.Atoi(rest)
+			if err != nil {
+				continue
+			}
+			if len(s.vips) > 0 {
+				held = true
+				if s.vipHeld != nil {
+					s.vipHeld(true)
+				}
+				s.log.Info("virtual IPs held", "count", len(s.vips), "guard_pid", p.guardPid)
+			}
+			if pid > 0 {
 				p.pid.Store(int64(pid))
 				s.log.Info("leader duty started", "pid", pid, "guard_pid", p.guardPid, "command", s.argv[0])
+			}
+		case dutyguard.Announced:
+			if n, err := strconv.Atoi(rest); err == nil && s.announced != nil {
+				s.announced(n)
 			}
 		case dutyguard.Done:
 			if reported {
 				continue
 			}
 			reported = true
+			if held && s.vipHeld != nil {
+				s.vipHeld(false) // the guard removes them before it reports
+			}
 			reason, status, _ := strings.Cut(rest, " ")
 			switch reason {
 			case dutyguard.Exited, dutyguard.Stopped, dutyguard.Killed, dutyguard.Expired:
@@ -149,6 +176,9 @@ func (p *dutyProc) follow(cmd *exec.Cmd, s dutyStart) {
 		// of another version): what it ran may be left. Its process group
 		// is the best that is known.
 		p.err = fmt.Errorf("the duty guard ended without a report: %v", werr)
+		if held && s.vipHeld != nil {
+			s.vipHeld(false) // not known to be removed; not held as far as the agent can tell
+		}
 		if pid := int(p.pid.Load()); pid > 0 {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}

@@ -26,6 +26,7 @@ const defaultGuardPath = ""
 
 type dutyStart struct {
 	argv     []string
+	vips     []string
 	env      []string
 	dir      string
 	stdout   io.Writer
@@ -37,6 +38,9 @@ type dutyStart struct {
 	leaseEnd time.Duration
 	wg       *sync.WaitGroup
 	log      *slog.Logger
+
+	vipHeld   func(bool)
+	announced func(int)
 }
 
 type dutyProc struct {

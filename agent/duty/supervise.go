@@ -195,8 +195,13 @@ func (s *supervisor) kill() {
 func (s *supervisor) start() {
 	d := s.d
 	soft, hard := s.guardAt(s.lc.end)
-	p, err := startDutyProc(dutyStart{argv: d.cfg.Command, env: s.env, dir: d.cfg.Dir, stdout: d.cfg.Stdout, stderr: d.cfg.Stderr,
-		guard: d.cfg.GuardPath, label: s.label, soft: soft, deadline: hard, leaseEnd: s.lc.end, wg: &d.wg, log: s.log}, s.now)
+	vips, err := guardVIPArgs(d.cfg.VIP)
+	var p *dutyProc
+	if err == nil {
+		p, err = startDutyProc(dutyStart{argv: d.cfg.Command, vips: vips, env: s.env, dir: d.cfg.Dir, stdout: d.cfg.Stdout, stderr: d.cfg.Stderr,
+			guard: d.cfg.GuardPath, label: s.label, soft: soft, deadline: hard, leaseEnd: s.lc.end, wg: &d.wg, log: s.log,
+			vipHeld: d.host.VIPHeld, announced: d.host.Announced}, s.now)
+	}
 	s.starts++
 	if s.starts > 1 {
 		d.host.Restarts()

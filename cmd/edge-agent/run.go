@@ -231,7 +231,7 @@ func serverTLSOf(t edge.TLSFiles) edge.TLSFiles {
 // stderr, the journal under systemd.
 func dutyFor(rc *config.Config) (*agent.Duty, []agent.Option) {
 	c := rc.Duty
-	if len(c.Command) == 0 && len(c.OnElected) == 0 && len(c.OnDemoted) == 0 {
+	if len(c.Command) == 0 && len(c.OnElected) == 0 && len(c.OnDemoted) == 0 && len(c.VIP) == 0 {
 		return nil, nil
 	}
 	c.Stdout, c.Stderr = os.Stderr, os.Stderr

@@ -31,7 +31,8 @@ type guardArgs struct {
 	soft     int64  // SIGTERM then, unless renewed (= deadline if not given)
 	deadline int64  // SIGKILL then, unless renewed
 	label    string // for ps and the guard's own log lines: id/term
-	path     string
+	vips     []vip  // the virtual IPs held during the run (vip_linux.go)
+	path     string // "" with vips and no command: the run holds the VIPs
 	argv     []string
 }
 
@@ -41,10 +42,12 @@ func parseGuardArgs(args []string) (guardArgs, error) {
 		switch {
 		case a == "--":
 			rest := args[i+1:]
-			if len(rest) < 2 {
+			switch {
+			case len(rest) >= 2:
+				g.path, g.argv = rest[0], rest[1:]
+			case len(rest) > 0 || len(g.vips) == 0:
 				return g, errors.New("no command after --")
 			}
-			g.path, g.argv = rest[0], rest[1:]
 			if g.deadline == 0 {
 				return g, errors.New("no --deadline")
 			}
@@ -66,6 +69,12 @@ func parseGuardArgs(args []string) (guardArgs, error) {
 			g.soft = v
 		case hasPrefix(a, "--label="):
 			g.label = a[len("--label="):]
+		case hasPrefix(a, "--vip="):
+			v, err := parseVIP(a[len("--vip="):])
+			if err != nil {
+				return g, fmt.Errorf("bad %s: %v", a, err)
+			}
+			g.vips = append(g.vips, v)
 		default:
 			return g, fmt.Errorf("unknown argument %q", a)
 		}
@@ -83,6 +92,11 @@ type guard struct {
 	label    string
 	termSent bool // the tree got SIGTERM: once per run, from the agent or the soft deadline
 	softStop bool // ... and it was the soft deadline's
+
+	vips      []vip       // to hold during the run
+	vipsHeld  int         // how many of vips are added (the first ones)
+	announce  *time.Timer // the next announcement round; nil: none due
+	announced int         // rounds after the first scheduled so far
 }
 
 // Run is the guard process's main, given the arguments after Arg and the
@@ -95,7 +109,8 @@ func Run(args []string, proto string) int {
 	if code != 0 {
 		return code
 	}
-	g := &guard{self: os.Getpid(), ctl: ControlFD, label: ga.label}
+	g := &guard{self: os.Getpid(), ctl: ControlFD, label: ga.label, vips: ga.vips}
+	defer g.removeVIPs() // removed on every way out; at once, on the usual ones
 	chld, fwd := notifySignals()
 	if err := setChildSubreaper(); err != nil {
 		g.report(Done, Error, "PR_SET_CHILD_SUBREAPER: "+err.Error())
@@ -105,6 +120,15 @@ func Run(args []string, proto string) int {
 	go (&control{fd: ControlFD, soft: ga.soft, deadline: ga.deadline}).run(events)
 	if !g.awaitStart(events) {
 		return 0
+	}
+	if err := g.addVIPs(); err != nil {
+		g.report(Done, Error, err.Error())
+		return 0
+	}
+	g.announceVIPs()
+	if ga.path == "" {
+		g.report(Started, "0") // the run is the VIPs held
+		return g.supervise(events, chld, fwd)
 	}
 	if code, started := g.startCommand(ga); !started {
 		return code
@@ -212,14 +236,26 @@ func commandEnv() []string {
 // exit code.
 func (g *guard) supervise(events <-chan event, chld <-chan os.Signal, fwd <-chan os.Signal) int {
 	for {
+		if g.main == 0 && g.termSent {
+			// No command: the run ends when it is told to stop.
+			reason := Exited
+			if g.softStop {
+				reason = Stopped
+			}
+			g.report(Done, reason, "exit status 0")
+			return 0
+		}
 		select {
 		case ev := <-events:
 			if g.onEvent(ev, chld) {
 				return 0
 			}
+		case <-g.announceC():
+			g.announceVIPs()
 		case <-chld:
 			g.reap()
 			if g.mainDone {
+				g.removeVIPs()
 				g.killTree(chld) // what the command left behind
 				reason := Exited
 				if g.softStop {
@@ -243,11 +279,13 @@ func (g *guard) onEvent(ev event, chld <-chan os.Signal) (over bool) {
 		// renews the deadline or stops the duty in order.
 		g.ctl = -1
 		began := time.Now()
+		g.removeVIPs()
 		n := g.killTree(chld)
 		g.logf("the agent is gone: killed the leader duty (%d processes in %s)", n, time.Since(began).Round(time.Microsecond))
 		return true
 	case evExpired:
 		began := time.Now()
+		g.removeVIPs()
 		n := g.killTree(chld)
 		g.logf("the lease deadline passed without renewal: killed the leader duty (%d processes in %s)", n, time.Since(began).Round(time.Microsecond))
 		g.report(Done, Expired, g.statusText())
@@ -257,6 +295,7 @@ func (g *guard) onEvent(ev event, chld <-chan os.Signal) (over bool) {
 	case evSoft:
 		g.term(true)
 	case evKill:
+		g.removeVIPs()
 		g.killTree(chld)
 		g.report(Done, Killed, g.statusText())
 		return true
@@ -272,6 +311,7 @@ func (g *guard) term(soft bool) {
 		return
 	}
 	g.termSent, g.softStop = true, soft
+	g.removeVIPs() // the address goes first: its clients move on at once
 	g.signalTree(syscall.SIGTERM)
 }
 
@@ -381,7 +421,8 @@ func (c *control) drain(out chan<- event) (gone bool) {
 }
 
 // report sends one line to the agent, if it is still there. The guard
-// sends two lines in all, so the socket's buffer always has room.
+// sends a few short lines in all (started, an announced per round, done),
+// so the socket's buffer always has room.
 func (g *guard) report(words ...string) {
 	if g.ctl < 0 {
 		return
@@ -414,6 +455,9 @@ func (g *guard) logf(format string, args ...any) {
 }
 
 func (g *guard) statusText() string {
+	if g.main == 0 && len(g.vips) > 0 {
+		return "exit status 0" // no command: holding the VIPs cannot fail
+	}
 	if !g.mainDone {
 		return "unknown"
 	}

@@ -64,6 +64,13 @@ func startGuard(t *testing.T, d time.Duration, env []string, argv ...string) *te
 // hard one d from now over argv.
 func startGuardSoft(t *testing.T, soft, d time.Duration, env []string, argv ...string) *testGuard {
 	t.Helper()
+	return startGuardArgs(t, soft, d, env, nil, argv...)
+}
+
+// startGuardArgs is startGuardSoft with extra guard arguments (--vip) and
+// possibly no command.
+func startGuardArgs(t *testing.T, soft, d time.Duration, env, extra []string, argv ...string) *testGuard {
+	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -74,17 +81,20 @@ func startGuardSoft(t *testing.T, soft, d time.Duration, env []string, argv ...s
 	if err != nil {
 		t.Fatal(err)
 	}
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := ClockMonotonic()
 	args := []string{Arg, "--deadline=" + strconv.FormatInt(now+int64(d), 10), "--label=test"}
 	if soft != 0 {
 		args = append(args, "--soft="+strconv.FormatInt(now+int64(soft), 10))
 	}
-	args = append(args, "--", path)
-	cmd := exec.Command("/proc/self/exe", append(args, argv...)...)
+	args = append(append(args, extra...), "--")
+	if len(argv) > 0 {
+		path, err := exec.LookPath(argv[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(append(args, path), argv...)
+	}
+	cmd := exec.Command("/proc/self/exe", args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), Env + "=" + Protocol}, env...)
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Stderr = os.Stderr
