@@ -215,8 +215,8 @@ func runExperiments(t *testing.T, bed *Bed, prober *Prober, p product, n int, r 
 			check("kill %d of %s: two gateways answered ARP for the VIP in %d ms: %s", i+1, holder, tr.TwoHolderMS, desc)
 		}
 		r.Kills = append(r.Kills, tr)
-		t.Logf("kill %d: %s -> %s in %.1f ms (ARP %.1f ms), kept VIP %v, two-holder ms %d",
-			i+1, holder, tr.NewHolder, tr.FailoverMS, tr.ARPFailoverMS, kept, tr.TwoHolderMS)
+		t.Logf("kill %d at %s: %s -> %s in %.1f ms (ARP %.1f ms), kept VIP %v, two-holder ms %d",
+			i+1, time.Unix(0, t0).UTC().Format("15:04:05.000000"), holder, tr.NewHolder, tr.FailoverMS, tr.ARPFailoverMS, kept, tr.TwoHolderMS)
 	}
 	for i := range n {
 		holder, err := p.stable(30 * time.Second)
@@ -447,6 +447,15 @@ func startEdgeAgents(t *testing.T, bed *Bed, prober *Prober) *edgeAgents {
 		"--leader-vip", fmt.Sprintf("%s/%d@%s", VIP, PrefixLen, Dev))
 	e := &edgeAgents{t: t, bed: bed, prober: prober, site: site, log: &tailLog{max: 400}, http: map[string]*http.Client{}}
 	site.Log = e.log
+	if path := os.Getenv("VIPBED_AGENT_LOG"); path != "" {
+		// The agents' own logs, to look into a slow trial afterwards.
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		site.Log = io.MultiWriter(e.log, f)
+	}
 	var routes []string
 	for _, g := range bed.Gateways {
 		routes = append(routes, "nats-route://"+g.Addr+":6222")
