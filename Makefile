@@ -154,7 +154,7 @@ BENCH_ALGORITHMS      ?= bully ring
 BENCH_DELIVERY_TRIALS ?= 10
 bench:
 	GO="$(GO)" OUT="$(BENCH_OUT)" TRIALS="$(BENCH_TRIALS)" ALGORITHMS="$(BENCH_ALGORITHMS)" \
-		DELIVERY_TRIALS="$(BENCH_DELIVERY_TRIALS)" bash bench/run.sh
+		DELIVERY_TRIALS="$(BENCH_DELIVERY_TRIALS)" VIP_TRIALS="$(VIP_TRIALS)" bash bench/run.sh
 
 # The bench/raftpeer and bench/report modules are outside ./... of the root
 # module: CI only vets and tests them here (gofmt covers them already), so that

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -87,6 +88,7 @@ func render(files []file, chartName, analysis string) string {
 			continue
 		}
 		w("## %s\n\n%s\n\n", fig.title, fig.intro)
+		sideBySide(w, rows)
 		w("| measurement | algorithm | trials | p50 | p99 | min | max | target | result |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range rows {
 			if s.Pending != "" {
@@ -216,4 +218,57 @@ func share(p float64) string {
 		return "unknown"
 	}
 	return fmt.Sprintf("%.1f%%", 100*p)
+}
+
+// sideBySide writes, for rows that name their product, one column per
+// product: the p50 / p99 of its first row, then every count of its rows.
+func sideBySide(w func(string, ...any), rows []series) {
+	var products []string
+	first := map[string]series{}
+	counts := map[string]map[string]count{}
+	var names []string
+	for _, s := range rows {
+		if s.Product == "" || s.Pending != "" {
+			continue
+		}
+		if _, ok := first[s.Product]; !ok {
+			products = append(products, s.Product)
+			first[s.Product] = s
+			counts[s.Product] = map[string]count{}
+		}
+		for _, c := range s.Counts {
+			if !slices.Contains(names, c.Name) {
+				names = append(names, c.Name)
+			}
+			counts[s.Product][c.Name] = c
+		}
+	}
+	if len(products) < 2 {
+		return
+	}
+	head, rule := "| |", "|---|"
+	for _, p := range products {
+		head += " " + p + " |"
+		rule += "---|"
+	}
+	w("%s\n%s\n", head, rule)
+	f := first[products[0]]
+	row := fmt.Sprintf("| %s, p50 / p99 |", strings.TrimPrefix(f.Name, f.Product+": "))
+	for _, p := range products {
+		s := first[p]
+		row += fmt.Sprintf(" %s / %s |", cell(s, stat(s.Samples, "p50")), cell(s, stat(s.Samples, "p99")))
+	}
+	w("%s\n", row)
+	for _, n := range names {
+		row := "| " + n + " |"
+		for _, p := range products {
+			if c, ok := counts[p][n]; ok {
+				row += fmt.Sprintf(" %d of %d |", c.N, c.Of)
+			} else {
+				row += " — |"
+			}
+		}
+		w("%s\n", row)
+	}
+	w("\n")
 }

@@ -167,18 +167,26 @@ func (r Result) Summary() string {
 }
 
 // Series turns the result into the rows of a benchmark file (figure "vip").
+// The first row's p50 / p99 and every row's counts are set side by side per
+// product in the report.
 func (r Result) Series() []benchresult.Series {
+	lease := fmt.Sprintf("%.0f ms", r.LeaseMS)
+	kills, cuts := len(r.Kills), len(r.Cuts)
 	return []benchresult.Series{
-		{Figure: "vip", Name: r.Product + ": SIGKILL of the holder, until the client's UDP probe is answered by the new holder",
+		{Figure: "vip", Product: r.Product, Name: r.Product + ": SIGKILL of the holder, until the client's UDP probe is answered by the new holder",
 			Settings: r.Settings, Unit: "ms", Samples: r.FailoverMS(), Targets: r.Targets,
-			Note: fmt.Sprintf("killed gateway still had the VIP %.0f ms after the kill: %d of %d; trials with two holders in one ms: %d",
-				r.LeaseMS, r.KeptVIP(), len(r.Kills), r.KillsWithTwoHolders())},
-		{Figure: "vip", Name: r.Product + ": SIGKILL of the holder, until another gateway answers ARP for the VIP",
+			Counts: []benchresult.Count{
+				{Name: "SIGKILL: the killed holder still has the VIP on its interface " + lease + " after the kill", N: r.KeptVIP(), Of: kills},
+				{Name: "SIGKILL: trials with two gateways answering ARP for the VIP in the same ms", N: r.KillsWithTwoHolders(), Of: kills},
+			}},
+		{Figure: "vip", Product: r.Product, Name: r.Product + ": SIGKILL of the holder, until another gateway answers ARP for the VIP",
 			Settings: r.Settings, Unit: "ms", Samples: r.ARPFailoverMS()},
-		{Figure: "vip", Name: r.Product + ": election traffic cut for 1 s, ms with two gateways answering ARP per cycle",
+		{Figure: "vip", Product: r.Product, Name: r.Product + ": election traffic cut for 1 s, ms with two gateways answering ARP per cycle",
 			Settings: r.Settings, Unit: "ms", Samples: r.TwoHolderMSPerCut(),
-			Note: fmt.Sprintf("cycles with two holders: %d of %d; old holder still had the VIP at the end of the cut: %d of %d",
-				r.CutsWithTwoHolders(), len(r.Cuts), r.CutsHolderKept(), len(r.Cuts))},
+			Counts: []benchresult.Count{
+				{Name: "1 s cut: cycles with two gateways answering ARP for the VIP in the same ms", N: r.CutsWithTwoHolders(), Of: cuts},
+				{Name: "1 s cut: the old holder still has the VIP on its interface at the end of the cut", N: r.CutsHolderKept(), Of: cuts},
+			}},
 	}
 }
 
