@@ -82,7 +82,9 @@ func StartKeepalived(h *Host, dir string, prio int) (*Keepalived, error) {
 		"--dont-fork", "--log-console", "--log-detail", "--no-syslog", "--vrrp",
 		"--use-file", conf,
 		"--pid", pid("keepalived"), "--vrrp_pid", pid("vrrp"), "--checkers_pid", pid("checkers"), "--bfd_pid", pid("bfd"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Killed with the test process if it dies before its cleanup (a
+	// timeout): nothing of the bed outlives its run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -138,7 +139,7 @@ func Available() string {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return "needs the ip tool (iproute2)"
 	}
-	n := NS{Name: fmt.Sprintf("vipbed-probe-%d-%s", os.Getpid(), randomTag())}
+	n := NS{Name: fmt.Sprintf("vipbed-%d-%s-probe", os.Getpid(), randomTag())}
 	if _, err := run("ip", "netns", "add", n.Name); err != nil {
 		return "ip netns add failed: " + err.Error()
 	}
@@ -154,10 +155,36 @@ func randomTag() string {
 	return hex.EncodeToString(b)
 }
 
+// SweepStale deletes the namespaces of beds whose creating process is gone
+// (a test run that was killed, or timed out, before its cleanup ran). Their
+// processes died with that run (Pdeathsig), so nothing keeps them alive.
+func SweepStale() {
+	entries, err := os.ReadDir("/run/netns")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "vipbed-")
+		if !ok {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if err := unix.Kill(pid, 0); err == nil || err == unix.EPERM {
+			continue // its run is still going (or the pid was reused: left alone)
+		}
+		_, _ = run("ip", "netns", "del", e.Name())
+	}
+}
+
 // New builds a bed of n gateways (gw1..gwN at SubnetPrefix.1..N, MACs
 // 02:99:00:00:00:0N) and a client (SubnetPrefix.200). On error it removes
 // what it built. Close removes the whole bed.
 func New(n int) (*Bed, error) {
+	SweepStale()
 	b := &Bed{Tag: fmt.Sprintf("%d-%s", os.Getpid(), randomTag())}
 	b.Switch = NS{Name: "vipbed-" + b.Tag + "-sw"}
 	if err := b.build(n); err != nil {
