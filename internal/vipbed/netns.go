@@ -56,27 +56,43 @@ func (n NS) Exec(name string, args ...string) (string, error) {
 	return run("ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
 }
 
-// Do runs f on an OS thread of its own that has entered the namespace. A
-// socket f opens belongs to the namespace for its whole life, whichever
-// goroutine later uses it; goroutines that f starts do not run in the
-// namespace. The thread is never returned to the Go scheduler (it exits
-// with its goroutine), so no other goroutine ever runs in the namespace by
-// accident.
+// Do runs f on an OS thread that has entered the namespace. A socket f
+// opens belongs to the namespace for its whole life, whichever goroutine
+// later uses it; goroutines that f starts do not run in the namespace. The
+// thread returns to its own namespace before it is given back to the Go
+// scheduler. It must not simply end instead (a locked goroutine that exits
+// takes its thread with it): the bed's processes run with a parent death
+// signal, which the kernel sends when the thread that started them ends,
+// and the scheduler may have started one on this thread earlier. Only if
+// the way back fails is the thread left locked to end with the goroutine.
 func (n NS) Do(f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		runtime.LockOSThread()
+		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("open own netns: %w", err)
+			return
+		}
+		defer unix.Close(orig)
 		fd, err := unix.Open("/run/netns/"+n.Name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("open netns %s: %w", n.Name, err)
 			return
 		}
 		defer unix.Close(fd)
 		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("setns %s: %w", n.Name, err)
 			return
 		}
-		errc <- f()
+		err = f()
+		if unix.Setns(orig, unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }

@@ -202,11 +202,17 @@ func (p *Prober) send() {
 	defer p.wg.Done()
 	// The sender keeps the pace on a loaded machine: its own thread, at a
 	// real-time priority when the kernel allows (root), so that the
-	// kernel runs it as soon as its timer fires. The thread ends with the
-	// goroutine (never unlocked), so no other goroutine inherits the
-	// priority.
+	// kernel runs it as soon as its timer fires. The thread goes back to
+	// the normal policy before it is given back to the scheduler (it must
+	// not end: see NS.Do); if it cannot, it stays locked and ends with the
+	// goroutine, and no other goroutine inherits the priority.
 	runtime.LockOSThread()
 	rt := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}, 0) == nil
+	defer func() {
+		if !rt || unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0) == nil {
+			runtime.UnlockOSThread()
+		}
+	}()
 	p.mu.Lock()
 	p.realtime = rt
 	p.mu.Unlock()
