@@ -20,7 +20,7 @@ GCFLAGS ?=
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2")
 
 .PHONY: all build build-arm64 build-arm64-client build-amd64 test race short lint tidy-check demo failover handover footprint bench bench-vet fuzz fuzz-short deb clean
-.PHONY: transfer check-rules chaos chaos-short chaos-lossy check-safety attack duty-faults guard-footprint vip-bench
+.PHONY: mixed-bench site-screenshot transfer check-rules chaos chaos-short chaos-lossy check-safety attack duty-faults guard-footprint vip-bench
 
 all: lint test build
 
@@ -116,6 +116,12 @@ GUARD_BASE_BIN ?=
 guard-footprint:
 	$(GO) run ./bench/guardfootprint $(if $(GUARD_BASE_BIN),-base-bin $(GUARD_BASE_BIN))
 
+# docs/site-page.png: the site page at phone width after a transfer and a
+# SIGKILL of the leader, taken by the browser test (needs Debian's
+# chromium-headless-shell or chromium).
+site-screenshot:
+	EDGE_AGENT_SITE_SCREENSHOT=$(CURDIR)/docs/site-page.png $(GO) test -count=1 -v -run 'TestE2ESitePageInBrowser' ./cmd/edge-agent
+
 # The VIP experiments of issue 19 in network namespaces (needs root, ip,
 # nft and keepalived: apt-get install nftables keepalived): 3 gateways and a
 # client probing the VIP every 1 ms, VIP_TRIALS SIGKILLs of the holder and
@@ -155,6 +161,15 @@ BENCH_DELIVERY_TRIALS ?= 10
 bench:
 	GO="$(GO)" OUT="$(BENCH_OUT)" TRIALS="$(BENCH_TRIALS)" ALGORITHMS="$(BENCH_ALGORITHMS)" \
 		DELIVERY_TRIALS="$(BENCH_DELIVERY_TRIALS)" VIP_TRIALS="$(VIP_TRIALS)" bash bench/run.sh
+
+# Failover on a site mid-upgrade (1..4 of 5 members on the previous protocol
+# release, docs/PROTOCOL.md) beside a uniform site, in the same run, both
+# algorithms, SIGKILL (fast path) and SIGSTOP. About 10 s per trial on 2
+# cores: the default 30 trials take about an hour. Results in MIXED_OUT.
+MIXED_OUT    ?= $(BIN)/mixed
+MIXED_TRIALS ?= 30
+mixed-bench:
+	GO="$(GO)" OUT="$(MIXED_OUT)" TRIALS="$(MIXED_TRIALS)" ALGORITHMS="$(BENCH_ALGORITHMS)" bash bench/mixed.sh
 
 # The bench/raftpeer and bench/report modules are outside ./... of the root
 # module: CI only vets and tests them here (gofmt covers them already), so that

@@ -141,6 +141,7 @@ type outputs struct {
 	notify   *notifier
 	journal  *journal
 	watchers watchers
+	history  leaderHistory // the last leader changes, for status
 }
 
 // leaderWork is what runs while this agent leads (leaderwork.go, duty.go).
@@ -151,6 +152,7 @@ type leaderWork struct {
 	leadDone    chan struct{} // loop-owned: closed once this leadership's work returned
 	leadPlanned *atomic.Bool  // loop-owned: set when this leadership ends by a planned handover
 	vip         vipState      // the duty's virtual IPs (vip.go)
+	dutyState   dutyState     // for status
 }
 
 // fastPath is the fast failover's state (fastpath.go).
@@ -220,7 +222,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	if a.in.factory == nil {
 		a.in.factory = func(BusContext) (Bus, error) { return noBus{}, nil }
 	}
-	b, err := a.in.factory(BusContext{Config: a.cfg, Log: a.log, Routes: a.fast.routes, Fast: !a.fast.noFast})
+	b, err := a.in.factory(BusContext{Config: a.cfg, Log: a.log, Routes: a.fast.routes, Fast: !a.fast.noFast, Version: a.out.version})
 	if err != nil {
 		a.store.Close()
 		return nil, err
@@ -369,7 +371,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.store.Close()
 	inputs, err := a.in.bus.Open(BusHooks{
 		OnBad: a.m.badMessage, OnMessage: a.m.message, OnControl: a.m.control,
-		Status: a.Status, Watch: a.Watch,
+		Status: a.Status, Watch: a.Watch, OnProtocol: a.onProtocol, Alive: a.aliveMembers,
 	})
 	if err != nil {
 		return err
@@ -754,6 +756,8 @@ func (a *Agent) reportLeader(rd election.Ready) {
 	a.m.leaderChanges.Inc()
 	a.m.setLeader(old, rd.Leader)
 	a.log.Info("leader changed", "leader", rd.Leader, "previous", old, "term", rd.Term)
+	a.out.history.add(LeaderChangeRecord{Time: time.Now().UTC(), Term: rd.Term, Leader: rd.Leader, Previous: old,
+		Reason: changeReason(a.cfg.ID, old, rd.Leader, rd.Events)})
 	if a.out.cb.OnNewLeader != nil {
 		id, term := rd.Leader, rd.Term
 		a.out.notify.push(func() { a.out.cb.OnNewLeader(id, term) })
@@ -859,6 +863,8 @@ func (a *Agent) Status() StatusReport {
 		Time:             time.Now().UTC(),
 	}
 	r.AlgorithmMismatch = a.core.algGuard.mismatches(time.Now())
+	r.LeaderChanges = a.out.history.list()
+	r.Duty = a.work.dutyState.report(a.work.duty != nil)
 	tick := a.cfg.Tick()
 	for _, m := range st.Members {
 		mr := MemberReport{ID: m.ID, Priority: m.Priority, Alive: m.Alive, LastSeenMS: -1}
@@ -868,6 +874,7 @@ func (a *Agent) Status() StatusReport {
 		r.Members = append(r.Members, mr)
 	}
 	r.VIP = a.vipReport()
+	a.protocolReport(&r)
 	return r
 }
 

@@ -62,6 +62,14 @@ type BusHooks struct {
 	Status func() StatusReport
 	// Watch streams the leader changes the bus publishes (see Agent.Watch).
 	Watch func() (<-chan LeaderChange, func())
+	// OnProtocol reports a change of the site's protocol version, or of
+	// the members that hold it down or are refused (ProtocolReporter).
+	OnProtocol func(ProtocolView)
+	// Alive lists the members the agent believes alive (its core's view,
+	// which includes what the leader's heartbeats say), for the site's
+	// protocol version: a follower hears the other followers only through
+	// the leader.
+	Alive func() []string
 }
 
 // BusContext is what a bus is built from.
@@ -76,6 +84,9 @@ type BusContext struct {
 	// reports members' closed connections and routes, and announces this
 	// member's connection in its heartbeats.
 	Fast bool
+	// Version is the agent's build (WithVersion), which the bus announces
+	// with its protocol range.
+	Version string
 }
 
 // BusFactory builds the agent's bus once its configuration is validated.

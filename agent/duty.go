@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/edge-agent/edge-agent/agent/duty"
@@ -65,8 +66,8 @@ func (a *Agent) attachDuty() error {
 		FastFailover: !a.fast.noFast && a.in.bus.FastPath(),
 		Log:          a.log,
 		// The metrics are made after the duty is checked.
-		Restarts: func() { a.m.dutyRestarts.Inc() },
-		Running:  func(on bool) { boolGauge(a.m.dutyRunning, on) },
+		Restarts: func() { a.m.dutyRestarts.Inc(); a.work.dutyState.restarts.Add(1) },
+		Running:  func(on bool) { boolGauge(a.m.dutyRunning, on); a.work.dutyState.running.Store(on) },
 	}
 	a.attachVIP(&h, a.work.duty.Config().VIP)
 	err := a.work.duty.Attach(h)
@@ -107,4 +108,19 @@ func (l dutyLease) Resign() error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.a.cfg.SuspectAfter()+l.a.work.releaseWait)
 	defer cancel()
 	return l.a.Resign(ctx)
+}
+
+// dutyState is the duty's state as status reports it, kept beside the
+// metrics by the duty's callbacks.
+type dutyState struct {
+	running  atomic.Bool
+	restarts atomic.Uint64
+}
+
+// report is the duty's state for status, nil without a duty.
+func (s *dutyState) report(configured bool) *DutyReport {
+	if !configured {
+		return nil
+	}
+	return &DutyReport{Running: s.running.Load(), Restarts: s.restarts.Load()}
 }

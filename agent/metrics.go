@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/election"
 )
 
@@ -32,6 +33,7 @@ type metrics struct {
 	electionDuration *prometheus.HistogramVec
 	dutyRestarts     prometheus.Counter
 	dutyRunning      prometheus.Gauge
+	protocol         *prometheus.GaugeVec
 
 	// electionStart is when this agent last stood for election (proclaimed)
 	// and electionOpen whether it still stands; only the agent's loop uses
@@ -98,6 +100,10 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool, group string) *metr
 			Help:        "1 while this agent's leader duty command runs.",
 			ConstLabels: prometheus.Labels{"group": group}}),
 	}
+	m.protocol = f.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_election_protocol_version",
+		Help: "Protocol version: scope=build, the highest this build speaks; scope=site, the highest every live member speaks (lower while a member runs an older build)."}, []string{"scope"})
+	m.protocol.WithLabelValues("build").Set(wire.ProtocolMax)
+	m.protocol.WithLabelValues("site").Set(wire.ProtocolMax)
 	for _, r := range []string{"won", "failed"} {
 		m.elections.WithLabelValues(r)
 		m.electionDuration.WithLabelValues(r)

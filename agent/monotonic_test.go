@@ -45,6 +45,21 @@ var allowedClockUse = map[string]string{
 	// (edge-agent watch); nothing compares it. The duty measures on mono.
 	"agent/watch.go: leaderChange: time.Now": "the change's timestamp, shown to operators, never compared",
 	"agent/watch.go: leaderChange: UTC":      "the change's timestamp only",
+	// The status's last leader changes (leader_changes) carry the same
+	// wall time, for operators and the site page; nothing compares it.
+	"agent/agent.go: reportLeader: time.Now": "a leader change's timestamp in status, shown to operators, never compared",
+	"agent/agent.go: reportLeader: UTC":      "a leader change's timestamp only",
+	// The site page's round of asking the group stamps each answer when it
+	// came: the page ages the leader's lease figure by Sub of two
+	// readings, monotonic; nothing of the election depends on it.
+	"bus/groupstatus.go: GroupStatus: time.Now": "an answer's arrival, for the site page's display: Sub, monotonic",
+	// The site page: snapshot timestamps for display, answer ages and the
+	// /site.json cache by Sub/Since of monotonic readings, a write
+	// deadline on a stream's connection (monotonic in the poller).
+	"edge/site/site.go: events: time.Now":         "a write deadline on the stream, monotonic in the poller",
+	"edge/site/site.go: snapshotJSON: time.Since": "the age of the cached answers: monotonic",
+	"edge/site/site.go: snapshotJSON: time.Now":   "the snapshot's timestamp (display) and the cache's base: monotonic",
+	"edge/site/site.go: loop: time.Now":           "the snapshot's timestamp, shown to operators, never compared",
 	// The leadership journal (an audit log, and the fault tests' record)
 	// stamps lines with wall time so that journals of several agents can be
 	// merged; the agent writes it and never reads it back.
@@ -64,6 +79,19 @@ var allowedClockUse = map[string]string{
 	"bus/transport.go: admit: time.Since":              "monotonic: the base carries a monotonic reading",
 	"bus/control.go: serveControl: time.Now":           "the base of the control rate limits: monotonic",
 	"bus/control.go: serveControl: time.Since":         "monotonic: the base carries a monotonic reading",
+	// The members' protocol versions: an announcement's age and a
+	// member's silence are differences of readings that carry monotonic
+	// clocks (Sub uses them); the rate limit measures from a base.
+	"bus/protocol.go: newProtocols: time.Now": "when the bus opened, compared with Sub: monotonic",
+	"bus/protocol.go: announce: time.Now":     "an announcement's arrival and the periodic re-reading: ages by Sub, monotonic",
+	"bus/protocol.go: announce: time.Since":   "monotonic: the rate limit's base carries a monotonic reading",
+	"bus/protocol.go: Protocol: time.Now":     "the instant of the view: ages by Sub, monotonic",
+	"bus/transport.go: Send: time.Now":        "the instant a message's level is read at: ages by Sub, monotonic",
+	"bus/transport.go: handle: time.Now":      "when a member was heard: ages by Sub, monotonic",
+	// The duty guard logs how long removing a virtual IP took.
+	"edge/dutyguard/vip_linux.go: removeVIPs: time.Now":   "the start of a removal, for the log line",
+	"edge/dutyguard/vip_linux.go: removeVIPs: time.Since": "how long the removal took, for the log line: monotonic",
+	"edge/dutyguard/vip_linux.go: removeVIPs: Round":      "the log line's precision",
 	// The route poller compares the routed servers at least every H,
 	// measured from a monotonic reading; a jump of the wall clock can
 	// neither hide a closed route nor report one.
@@ -88,7 +116,7 @@ var (
 
 func TestClockReadingsAreListed(t *testing.T) {
 	found := map[string]bool{}
-	for _, dir := range []string{"../agent", "../agent/wire", "../agent/wire/sign", "../agent/duty", "../bus", "../election", "../edge", "../edge/dutyguard"} {
+	for _, dir := range []string{"../agent", "../agent/wire", "../agent/wire/sign", "../agent/duty", "../bus", "../election", "../edge", "../edge/dutyguard", "../edge/site"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

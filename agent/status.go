@@ -24,10 +24,23 @@ type StatusReport struct {
 	// election algorithm than this agent.
 	AlgorithmMismatch []AlgorithmMismatch `json:"algorithm_mismatch,omitempty"`
 	Version           string              `json:"version"`
+	// ProtocolVersion is the highest protocol version this build speaks;
+	// SiteProtocolVersion the highest every live member speaks, which the
+	// site runs at (lower while a member runs an older build: see
+	// members[].protocol_max); ProtocolMismatch lists members refused
+	// because their versions do not overlap this build's.
+	ProtocolVersion     int      `json:"protocol_version"`
+	SiteProtocolVersion int      `json:"site_protocol_version"`
+	ProtocolMismatch    []string `json:"protocol_mismatch,omitempty"`
 	// VIP lists the virtual IPs of the leader duty (leader.vip) and
 	// whether this agent holds them now.
 	VIP  []VIPReport `json:"vip,omitempty"`
 	Time time.Time   `json:"time"`
+	// LeaderChanges are the last leader changes this agent saw (at most
+	// LeaderHistorySize), newest first.
+	LeaderChanges []LeaderChangeRecord `json:"leader_changes"`
+	// Duty is the state of the leader duty, when the agent runs one.
+	Duty *DutyReport `json:"duty,omitempty"`
 }
 
 // QuorumReport gives the quorum size, the members believed alive and
@@ -44,4 +57,10 @@ type MemberReport struct {
 	Priority   int    `json:"priority"`
 	Alive      bool   `json:"alive"`
 	LastSeenMS int64  `json:"last_seen_ms"` // -1 when never seen
+	// Build and ProtocolMin..ProtocolMax are what the member announced
+	// (omitted when nothing was heard from it; a member of an older build
+	// that announces nothing shows protocol_max 1 and no build).
+	Build       string `json:"build,omitempty"`
+	ProtocolMin int    `json:"protocol_min,omitempty"`
+	ProtocolMax int    `json:"protocol_max,omitempty"`
 }

@@ -31,10 +31,11 @@ type Bus struct {
 	pres   presence      // the presence connection (Presence)
 	signer *sign.Signing // with signing_seed: signs election and control messages
 
-	mu   sync.Mutex // guards t, mb, undo, closed
-	t    *NATSTransport
-	mb   *agent.Mailbox
-	undo undoStack
+	mu    sync.Mutex // guards t, mb, undo, closed, proto
+	t     *NATSTransport
+	proto *protocols
+	mb    *agent.Mailbox
+	undo  undoStack
 
 	closed bool
 }
@@ -115,11 +116,22 @@ func (b *Bus) Open(h agent.BusHooks) (ch <-chan agent.Input, err error) {
 			mb.Close()
 		}
 	}()
-	t, err := b.transport(h, mb)
+	interval := announceInterval(b.c.Config.Heartbeat)
+	ids := make([]string, len(b.c.Config.Members))
+	for i, m := range b.c.Config.Members {
+		ids[i] = m.ID
+	}
+	proto := newProtocols(b.c.Config.ID, b.c.Version, ids, 3*interval, h.OnProtocol, h.Alive)
+	t, err := b.transport(h, mb, proto)
 	if err != nil {
 		return nil, err
 	}
 	u.push(func() { _ = t.Close() })
+	stopAnnounce, err := b.announce(t, proto, interval)
+	if err != nil {
+		return nil, err
+	}
+	u.push(stopAnnounce)
 	stop, err := b.serveControl(h, mb)
 	if err != nil {
 		return nil, err
@@ -139,12 +151,12 @@ func (b *Bus) Open(h agent.BusHooks) (ch <-chan agent.Input, err error) {
 			u.push(agent.WatchRoutes(b.c.Routes, b.c.Config.Heartbeat, mb, h.OnBad))
 		}
 	}
-	b.t, b.mb, b.undo = t, mb, u
+	b.t, b.mb, b.undo, b.proto = t, mb, u, proto
 	return mb.C(), nil
 }
 
 // transport builds the election transport, delivering to mb.
-func (b *Bus) transport(h agent.BusHooks, mb *agent.Mailbox) (*NATSTransport, error) {
+func (b *Bus) transport(h agent.BusHooks, mb *agent.Mailbox, proto *protocols) (*NATSTransport, error) {
 	cfg := b.c.Config
 	members := make([]string, len(cfg.Members))
 	for i, m := range cfg.Members {
@@ -155,6 +167,7 @@ func (b *Bus) transport(h agent.BusHooks, mb *agent.Mailbox) (*NATSTransport, er
 		Hooks:     agent.Hooks{OnBad: h.OnBad, OnMessage: h.OnMessage},
 		Signing:   b.signer,
 		Heartbeat: cfg.Heartbeat,
+		protocols: proto,
 		Deliver: func(m election.Message) bool {
 			return mb.Offer(agent.Input{Kind: agent.InputMessage, Msg: m})
 		},

@@ -30,6 +30,7 @@ const secPrefix, secGroup = "edge.election", "secure"
 type secureSite struct {
 	srv    *server.Server
 	agents map[string]*agent.Agent
+	buses  map[string]*bus.Bus
 	seeds  map[string]nkeys.KeyPair
 	admin  *nats.Conn
 }
@@ -49,7 +50,7 @@ func poll(t *testing.T, d time.Duration, what string, cond func() bool) {
 // nkey with publish rights on its own subjects only, plus an unrestricted
 // "admin" user and a restricted "intruder" user, and three signing agents.
 func newSecureSite(t *testing.T) *secureSite {
-	s := &secureSite{agents: map[string]*agent.Agent{}, seeds: map[string]nkeys.KeyPair{}}
+	s := &secureSite{agents: map[string]*agent.Agent{}, buses: map[string]*bus.Bus{}, seeds: map[string]nkeys.KeyPair{}}
 	keys := map[string]string{}
 	dir := t.TempDir()
 	var members []election.Member
@@ -103,13 +104,14 @@ func newSecureSite(t *testing.T) *secureSite {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
+		var b *bus.Bus
 		a, err := agent.New(agent.Config{ID: m.ID, Group: secGroup, Members: members, Heartbeat: time.Second,
 			StateDir: filepath.Join(dir, m.ID), SigningSeedFile: seedFile, MemberKeys: keys},
-			bus.WithNATS(nc), agent.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			bus.WithNATS(nc, bus.Expose(&b)), agent.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.agents[m.ID] = a
+		s.agents[m.ID], s.buses[m.ID] = a, b
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = a.Run(ctx) }()
 	}

@@ -94,6 +94,12 @@ type NATSTransportConfig struct {
 	Heartbeat time.Duration
 	// SenderRate and SenderBurst, when not 0, replace SenderRate's figures.
 	SenderRate, SenderBurst float64
+
+	// protocols, when set, follows the members' protocol versions: each
+	// message goes out at its receiver's, and a member whose range does
+	// not overlap this build's is refused. Unset, every message goes out
+	// at protocol 1.
+	protocols *protocols
 }
 
 // NATSTransport is a Transport over a NATS connection. It subscribes to the
@@ -124,6 +130,7 @@ type NATSTransport struct {
 	hooks   agent.Hooks
 	deliver func(election.Message) bool
 	signing *sign.Signing
+	proto   *protocols
 
 	raw    chan *nats.Msg // filled by the NATS client
 	work   chan *nats.Msg // checked for size, subject and rate; waiting for decoding
@@ -198,6 +205,7 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		hooks:   c.Hooks,
 		deliver: c.Deliver,
 		signing: c.Signing,
+		proto:   c.protocols,
 		// The raw queue absorbs bursts (the NATS client drops what does not
 		// fit, whoever sent it); its goroutine only sorts out what to keep,
 		// in microseconds, dropping anything over wire.MaxMessageSize, so it
@@ -328,7 +336,11 @@ func (t *NATSTransport) Send(m election.Message) error {
 	if t.signing != nil {
 		ep, n = t.signing.Next()
 	}
-	data, err := wire.EncodeNumbered(t.group, m, ep, n)
+	level := wire.ProtocolMin
+	if t.proto != nil {
+		level = t.proto.level(m.To, time.Now())
+	}
+	data, err := wire.EncodeAt(t.group, m, ep, n, level)
 	if err != nil {
 		return fmt.Errorf("bus: send: %w", err)
 	}
@@ -545,6 +557,14 @@ func (t *NATSTransport) handle(msg *nats.Msg) {
 	if m.From == t.self {
 		// Our own broadcast, echoed by a connection without NoEcho.
 		return
+	}
+	if t.proto != nil {
+		now := time.Now()
+		if t.proto.refused(m.From, now) {
+			t.bad(wire.ReasonProtocolMismatch)
+			return
+		}
+		t.proto.heard(m.From, in.Protocol, now)
 	}
 	if t.signing != nil {
 		// The signature is the subject's sender's, and DecodeInbound

@@ -67,6 +67,10 @@ type Inbound struct {
 	Epoch *EpochMsg
 	// Num is the sender's numbering ({0, 0} when unsigned).
 	Num Numbering
+	// Protocol is the version the sender said it speaks ("pv"), 0 when it
+	// did not say (a build of protocol 1, or one that does not know yet
+	// that this member speaks 2).
+	Protocol int
 }
 
 // DecodeInbound parses and checks, in one pass over data, one message
@@ -92,5 +96,5 @@ func DecodeInbound(data []byte, subject string, expect DecodeContext) (Inbound, 
 	if err != nil {
 		return Inbound{}, err
 	}
-	return Inbound{Msg: m, Num: num}, nil
+	return Inbound{Msg: m, Num: num, Protocol: w.PV}, nil
 }

@@ -103,6 +103,10 @@ type wireMessage struct {
 	// counter within it), so that receivers can refuse replays.
 	Ep uint64 `json:"ep,omitempty"`
 	N  uint64 `json:"n,omitempty"`
+	// PV is the sender's protocol version, sent (protocol 2 and later)
+	// only to members that speak it: a member that announced protocol 2
+	// and then sends without it runs an older build again.
+	PV int `json:"pv,omitempty"`
 }
 
 // fieldRule says which optional fields a message type uses. A field that a
@@ -155,6 +159,15 @@ func Encode(group string, m election.Message) ([]byte, error) {
 
 // EncodeNumbered is Encode for a signed message numbered (ep, n).
 func EncodeNumbered(group string, m election.Message, ep, n uint64) ([]byte, error) {
+	return EncodeAt(group, m, ep, n, ProtocolMin)
+}
+
+// EncodeAt is EncodeNumbered for a receiver that speaks protocol level
+// (the site's version for a broadcast): m is downgraded to it, and from
+// protocol 2 on the message says the sender's version ("pv").
+func EncodeAt(group string, m election.Message, ep, n uint64, level int) ([]byte, error) {
+	level = min(level, ProtocolMax)
+	m = Downgrade(m, level)
 	if !election.ValidID(group) {
 		return nil, bad(ReasonBadField, "group %q is not a valid group name", group)
 	}
@@ -184,6 +197,9 @@ func EncodeNumbered(group string, m election.Message, ep, n uint64) ([]byte, err
 		Alg:          m.Algorithm,
 		Ep:           ep,
 		N:            n,
+	}
+	if level >= 2 {
+		w.PV = ProtocolMax
 	}
 	if m.Type == election.MsgVote || m.Type == election.MsgPreVoteReply {
 		w.Granted = &m.Granted
@@ -395,6 +411,8 @@ func (w *wireMessage) field(key string) any {
 		return &w.Ep
 	case "n":
 		return &w.N
+	case "pv":
+		return &w.PV
 	}
 	return nil
 }

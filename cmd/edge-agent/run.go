@@ -17,6 +17,7 @@ import (
 	"github.com/edge-agent/edge-agent/bus"
 	"github.com/edge-agent/edge-agent/config"
 	"github.com/edge-agent/edge-agent/edge"
+	"github.com/edge-agent/edge-agent/edge/site"
 )
 
 // runAgent runs one gateway's agent until ctx ends: embedded NATS server if
@@ -29,7 +30,8 @@ func runAgent(ctx context.Context, rc *config.Config, log *slog.Logger) error {
 	}
 	var undo cleanup
 	defer undo.run()
-	opts, err := agentOptions(rc, log, &undo)
+	var b *bus.Bus // the agent's bus, for the site page
+	opts, err := agentOptions(rc, log, &undo, &b)
 	if err != nil {
 		return err
 	}
@@ -52,7 +54,7 @@ func runAgent(ctx context.Context, rc *config.Config, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("http_addr %s: %w", rc.HTTPAddr, err)
 		}
-		srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: sitePage(a, b, log).Handler(a.Handler()), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		undo.add(func() { srv.Close() })
 		log.Info("http listening", "addr", ln.Addr().String())
@@ -68,6 +70,23 @@ func runAgent(ctx context.Context, rc *config.Config, log *slog.Logger) error {
 	return a.Run(ctx)
 }
 
+// sitePage is the site page of agent a at the HTTP address: a's view,
+// with the other members' own answers asked over a's bus b.
+func sitePage(a *agent.Agent, b *bus.Bus, log *slog.Logger) *site.Site {
+	c := site.Config{Status: a.Status, Watch: a.Watch, Log: log}
+	if b != nil {
+		c.Ask = func(ctx context.Context, timeout time.Duration, wait []string) ([]site.Answer, error) {
+			answers, err := b.GroupStatus(ctx, timeout, wait)
+			out := make([]site.Answer, len(answers))
+			for i, ans := range answers {
+				out[i] = site.Answer{Report: ans.Report, At: ans.At}
+			}
+			return out, err
+		}
+	}
+	return site.New(c)
+}
+
 // cleanup is what runAgent undoes when it returns, last first.
 type cleanup []func()
 
@@ -81,7 +100,7 @@ func (c *cleanup) run() {
 
 // agentOptions connects the agent to NATS, starting the embedded server if
 // configured, and opens the journal: the options of agent.New.
-func agentOptions(rc *config.Config, log *slog.Logger, undo *cleanup) ([]agent.Option, error) {
+func agentOptions(rc *config.Config, log *slog.Logger, undo *cleanup, exposed **bus.Bus) ([]agent.Option, error) {
 	client := rc.NATSClient
 	if rc.EmbeddedNATS && len(rc.Agent.MemberKeys) > 0 {
 		// Per-member authorization: the agent logs in to the bus with its
@@ -129,7 +148,7 @@ func agentOptions(rc *config.Config, log *slog.Logger, undo *cleanup) ([]agent.O
 		}
 		busOpts = more
 	}
-	opts = append(opts, bus.WithNATS(nc, busOpts...))
+	opts = append(opts, bus.WithNATS(nc, append(busOpts, bus.Expose(exposed))...))
 	if rc.Journal != "" {
 		f, err := os.OpenFile(rc.Journal, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {

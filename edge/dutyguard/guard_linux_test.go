@@ -435,7 +435,9 @@ func TestGuardForwardsTermination(t *testing.T) {
 func TestGuardSoftDeadline(t *testing.T) {
 	dir := t.TempDir()
 	script := `trap 'echo term >> "$1/terms"; exit 0' TERM; echo > "$1/ready"; while :; do sleep 0.05; done`
-	g := startGuardSoft(t, 500*time.Millisecond, time.Hour, nil, "sh", "-c", script, "sh", dir)
+	// The deadlines leave the guard seconds to start the command: a race
+	// build on a loaded machine took over 500 ms.
+	g := startGuardSoft(t, 3*time.Second, time.Hour, nil, "sh", "-c", script, "sh", dir)
 	if l := g.line(); !strings.HasPrefix(l, Started+" ") {
 		t.Fatalf("first report %q", l)
 	}
@@ -459,7 +461,7 @@ func TestGuardSoftDeadline(t *testing.T) {
 	// SIGTERM between them, and the hard deadline kills.
 	dir = t.TempDir()
 	script = `trap 'echo term >> "$1/terms"' TERM; echo > "$1/ready"; while :; do sleep 0.05; done`
-	g = startGuardSoft(t, 600*time.Millisecond, 1200*time.Millisecond, nil, "sh", "-c", script, "sh", dir)
+	g = startGuardSoft(t, 3*time.Second, 4*time.Second, nil, "sh", "-c", script, "sh", dir)
 	g.line()
 	poll.Until(t, 10*time.Second, "the command to set its trap", func() bool { return exists(filepath.Join(dir, "ready")) })
 	g.send(Term)

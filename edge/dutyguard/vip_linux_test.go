@@ -168,9 +168,9 @@ func TestGuardHoldsVIPsForTheRun(t *testing.T) {
 			soft, hard := time.Duration(0), time.Minute
 			switch end {
 			case "hard deadline":
-				hard = 2 * time.Second
+				hard = 3 * time.Second
 			case "soft deadline":
-				soft = 2 * time.Second
+				soft = 3 * time.Second
 			}
 			argv := []string{"sleep", "1000"}
 			if end == "command exits" {

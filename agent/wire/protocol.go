@@ -1,0 +1,155 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// Protocol versions. The wire format ("v", WireVersion) is the envelope and
+// stays 1: an agent drops a message of any other "v" and any key it does not
+// know, so the envelope cannot change while older agents run. The protocol
+// version says what a member understands inside it, and every member
+// announces the range it speaks (Announcement). A member sends a field or a
+// message type of protocol N only to members that announced N or more; a
+// broadcast goes at the site's version, the highest that every live member
+// speaks. A member that announces nothing speaks protocol 1.
+//
+// History (docs/PROTOCOL.md lists the commits of each release):
+//
+//	1  every build before protocol announcements (up to and including the
+//	   release at commit fc25320)
+//	2  announces its range on AnnounceSubject
+const (
+	ProtocolMin = 1
+	ProtocolMax = 2
+)
+
+// announceToken ends an announcement's subject. It is not a valid member
+// id, so no agent's election subscription (el.*.<id>) matches it: agents of
+// protocol 1 never receive announcements, and the permissions that let a
+// member publish el.<id>.* already cover it.
+const announceToken = "~pv"
+
+// AnnounceSubject is the subject of member from's announcements.
+func AnnounceSubject(prefix, group, from string) string {
+	return BroadcastSubject(prefix, group, from) + "." + announceToken
+}
+
+// AnnounceWildcard receives every member's announcements in group.
+func AnnounceWildcard(prefix, group string) string {
+	return BroadcastSubject(prefix, group, "*") + "." + announceToken
+}
+
+// AnnounceSender returns the member an announcement subject names.
+func AnnounceSender(subject, prefix, group string) (string, bool) {
+	from, to, ok := SubjectParties(subject, prefix, group)
+	if !ok || to != announceToken {
+		return "", false
+	}
+	return from, election.ValidID(from)
+}
+
+// Announcement is what a member says of itself: the protocol versions it
+// speaks and its build.
+type Announcement struct {
+	From     string
+	Min, Max int
+	Build    string
+}
+
+// maxBuildLen bounds the build string of an announcement.
+const maxBuildLen = 64
+
+type wireAnnouncement struct {
+	V     int    `json:"v"`
+	Group string `json:"group"`
+	Type  string `json:"type"`
+	From  string `json:"from"`
+	Min   int    `json:"min"`
+	Max   int    `json:"max"`
+	Build string `json:"build,omitempty"`
+}
+
+const announcementType = "protocol"
+
+// EncodeAnnouncement encodes a's announcement in group.
+func EncodeAnnouncement(group string, a Announcement) ([]byte, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(wireAnnouncement{V: WireVersion, Group: group, Type: announcementType, From: a.From, Min: a.Min, Max: a.Max, Build: a.Build})
+}
+
+// DecodeAnnouncement parses and checks an announcement received on subject:
+// one JSON object, of group, from the member the subject
+// names, a sane range and a printable build of at most 64 bytes.
+func DecodeAnnouncement(data []byte, subject, prefix, group string) (Announcement, error) {
+	if len(data) > 1024 {
+		return Announcement{}, bad(ReasonOversize, "announcement of %d bytes", len(data))
+	}
+	// Unknown keys are allowed: later protocols may say more of
+	// themselves, and the announcement is what tells them apart.
+	var w wireAnnouncement
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&w); err != nil || dec.More() {
+		return Announcement{}, bad(ReasonMalformed, "announcement: %v", err)
+	}
+	if w.V != WireVersion || w.Type != announcementType {
+		return Announcement{}, bad(ReasonUnknownVersion, "announcement v %d type %q", w.V, w.Type)
+	}
+	if w.Group != group {
+		return Announcement{}, bad(ReasonWrongGroup, "group %q, want %q", w.Group, group)
+	}
+	from, ok := AnnounceSender(subject, prefix, group)
+	if !ok || from != w.From {
+		return Announcement{}, bad(ReasonSubjectMismatch, "announcement from %q on %q", w.From, subject)
+	}
+	a := Announcement{From: w.From, Min: w.Min, Max: w.Max, Build: w.Build}
+	if err := a.check(); err != nil {
+		return Announcement{}, err
+	}
+	return a, nil
+}
+
+func (a Announcement) check() error {
+	if !election.ValidID(a.From) {
+		return bad(ReasonBadField, "announcement from %q", a.From)
+	}
+	if a.Min < 1 || a.Max < a.Min || a.Max > 1<<16 {
+		return bad(ReasonBadField, "protocol range %d..%d", a.Min, a.Max)
+	}
+	if len(a.Build) > maxBuildLen {
+		return bad(ReasonBadField, "build of %d bytes", len(a.Build))
+	}
+	for i := 0; i < len(a.Build); i++ {
+		if c := a.Build[i]; c < 0x20 || c > 0x7e {
+			return bad(ReasonBadField, "build %q is not printable ASCII", a.Build)
+		}
+	}
+	return nil
+}
+
+// Overlaps reports whether a member speaking min..max can talk to this
+// build at all.
+func Overlaps(min, max int) bool { return min <= ProtocolMax && max >= ProtocolMin }
+
+// Downgrade returns m as a member speaking protocol level reads it: the
+// fields of later protocols cleared. Encode m at the level of its receiver
+// (the site's version for a broadcast). Protocol 2 adds no election field
+// yet; each field added from now on is cleared here below its version.
+func Downgrade(m election.Message, level int) election.Message {
+	_ = level
+	return m
+}
+
+// ReasonProtocolMismatch: the sender announced a protocol range that does
+// not overlap this build's.
+const ReasonProtocolMismatch = "protocol_mismatch"
+
+// String names a range for logs.
+func (a Announcement) String() string {
+	return fmt.Sprintf("%s (build %q, protocol %d..%d)", a.From, a.Build, a.Min, a.Max)
+}

@@ -1,0 +1,121 @@
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// protocol1Keys are the keys a build of protocol 1 decodes; any other key
+// makes it drop the whole message as malformed.
+var protocol1Keys = map[string]bool{"v": true, "group": true, "type": true, "from": true, "to": true, "term": true, "seq": true,
+	"granted": true, "alive": true, "nominee": true, "initiator": true, "candidate": true, "participants": true,
+	"conn": true, "alg": true, "ep": true, "n": true}
+
+func keysOf(t *testing.T, data []byte) []string {
+	t.Helper()
+	var obj map[string]any
+	if err := json.Unmarshal(data, &obj); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// TestEncodeAtProtocol1 checks that what goes to a member of protocol 1
+// has only the keys it reads, and that from protocol 2 on the message says
+// the sender's version, which Decode returns.
+func TestEncodeAtProtocol1(t *testing.T) {
+	msgs := []election.Message{
+		{Type: election.MsgHeartbeat, From: "a", Term: 3, Seq: 9, Alive: []string{"a", "b"}, Conn: "S/1", Algorithm: "bully"},
+		{Type: election.MsgAck, From: "b", To: "a", Term: 3, Seq: 9},
+		{Type: election.MsgVote, From: "b", To: "a", Term: 3, Seq: 1, Granted: true},
+	}
+	for _, m := range msgs {
+		old, err := EncodeAt("g", m, 0, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keysOf(t, old) {
+			if !protocol1Keys[k] {
+				t.Errorf("%s at protocol 1 carries %q, which protocol 1 drops: %s", m.Type, k, old)
+			}
+		}
+		subj := BroadcastSubject("p", "g", m.From)
+		if m.To != "" {
+			subj = DirectSubject("p", "g", m.From, m.To)
+		}
+		ctx := DecodeContext{Prefix: "p", Group: "g", Self: "a", Members: map[string]bool{"a": true, "b": true}}
+		in, err := DecodeInbound(old, subj, ctx)
+		if err != nil || in.Protocol != 0 {
+			t.Fatalf("%s at protocol 1: decoded protocol %d, err %v", m.Type, in.Protocol, err)
+		}
+		cur, err := EncodeAt("g", m, 0, 0, ProtocolMax)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err = DecodeInbound(cur, subj, ctx)
+		if err != nil || in.Protocol != ProtocolMax {
+			t.Fatalf("%s at protocol %d: decoded protocol %d, err %v (%s)", m.Type, ProtocolMax, in.Protocol, err, cur)
+		}
+		if strings.Contains(string(old), `"pv"`) || !strings.Contains(string(cur), `"pv":2`) {
+			t.Errorf("pv: protocol 1 %s, protocol 2 %s", old, cur)
+		}
+	}
+}
+
+func TestAnnouncement(t *testing.T) {
+	subj := AnnounceSubject("p", "g", "gw1")
+	if from, ok := AnnounceSender(subj, "p", "g"); !ok || from != "gw1" {
+		t.Fatalf("AnnounceSender(%q) = %q, %v", subj, from, ok)
+	}
+	// No election subscription of a member matches it: el.*.<id> needs a
+	// valid id where the announcement has ~pv.
+	if election.ValidID(announceToken) {
+		t.Fatalf("%q is a valid member id", announceToken)
+	}
+	a := Announcement{From: "gw1", Min: 1, Max: 2, Build: "v1.2.3"}
+	data, err := EncodeAnnouncement("g", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeAnnouncement(data, subj, "p", "g")
+	if err != nil || got != a {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	// Later protocols may add keys.
+	more := strings.Replace(string(data), `"v":1`, `"v":1,"features":["x"]`, 1)
+	if _, err := DecodeAnnouncement([]byte(more), subj, "p", "g"); err != nil {
+		t.Errorf("an announcement with a key of a later protocol: %v", err)
+	}
+	for _, tc := range []struct {
+		name, data, subject, reason string
+	}{
+		{"not json", `{"v":1,`, subj, ReasonMalformed},
+		{"other sender", string(data), AnnounceSubject("p", "g", "gw2"), ReasonSubjectMismatch},
+		{"election subject", string(data), BroadcastSubject("p", "g", "gw1"), ReasonSubjectMismatch},
+		{"group", strings.Replace(string(data), `"group":"g"`, `"group":"h"`, 1), subj, ReasonWrongGroup},
+		{"range", strings.Replace(string(data), `"min":1`, `"min":3`, 1), subj, ReasonBadField},
+		{"zero", strings.Replace(string(data), `"min":1`, `"min":0`, 1), subj, ReasonBadField},
+		{"build", strings.Replace(string(data), `v1.2.3`, `v1\n`, 1), subj, ReasonBadField},
+		{"type", strings.Replace(string(data), `"protocol"`, `"heartbeat"`, 1), subj, ReasonUnknownVersion},
+		{"oversize", `{"v":1,"build":"` + strings.Repeat("x", 2000) + `"}`, subj, ReasonOversize},
+	} {
+		_, err := DecodeAnnouncement([]byte(tc.data), tc.subject, "p", "g")
+		var be *BadMessageError
+		if !errors.As(err, &be) || be.Reason != tc.reason {
+			t.Errorf("%s: err %v, want reason %s", tc.name, err, tc.reason)
+		}
+	}
+	if !Overlaps(1, 1) || !Overlaps(2, 5) || Overlaps(3, 4) {
+		t.Error("Overlaps")
+	}
+}

@@ -1,0 +1,314 @@
+package bus
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/ratelimit"
+	"github.com/edge-agent/edge-agent/agent/wire"
+)
+
+// protocols follows the protocol versions of the group's members (see
+// wire.ProtocolMax): what each announced, and whether its messages say so.
+// A member is sent what it reads: a direct message at the member's own
+// version, a broadcast at the site's, the highest every live member speaks.
+// A member counts at a version above 1 only while its announcement is fresh
+// and the last message it sent said so ("pv"): a gateway flashed back to an
+// older build never announces and never says, so its first message sends it
+// back to 1. It is safe for concurrent use.
+type protocols struct {
+	self     string
+	build    string
+	ttl      time.Duration // an announcement older than this is forgotten
+	onChange func(agent.ProtocolView)
+	alive    func() []string // the agent's view of who is alive (may be nil)
+	members  []string        // the group, self included
+	opened   time.Time       // until opened+ttl every member counts as live
+
+	mu    sync.Mutex
+	peers map[string]*peerState
+	last  agent.ProtocolView // as last reported
+}
+
+type peerState struct {
+	announced time.Time // zero: never (a build of protocol 1)
+	min, max  int
+	build     string
+	confirmed bool      // its last message said its version (or it just announced)
+	heard     time.Time // its last election message or announcement
+}
+
+func newProtocols(self, build string, members []string, ttl time.Duration, onChange func(agent.ProtocolView), alive func() []string) *protocols {
+	return &protocols{self: self, build: build, ttl: ttl, onChange: onChange, alive: alive, members: members, opened: time.Now(),
+		peers: map[string]*peerState{},
+		last:  agent.ProtocolView{Site: wire.ProtocolMax}}
+}
+
+func (p *protocols) peer(id string) *peerState {
+	s := p.peers[id]
+	if s == nil {
+		s = &peerState{min: 1, max: 1}
+		p.peers[id] = s
+	}
+	return s
+}
+
+// heard notes an election message from id that said protocol pv (0: none).
+func (p *protocols) heard(id string, pv int, now time.Time) {
+	p.mu.Lock()
+	s := p.peer(id)
+	s.heard = now
+	s.confirmed = pv >= 2
+	p.changed(now)
+	p.mu.Unlock()
+}
+
+// announced notes a's announcement and reports whether it is news (a
+// member not heard announcing before, or not lately): this member then
+// announces itself at once, so that the two talk at their version soon.
+func (p *protocols) announced(a wire.Announcement, now time.Time) (news bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.peer(a.From)
+	news = s.announced.IsZero() || now.Sub(s.announced) > p.ttl
+	s.announced, s.min, s.max, s.build, s.heard = now, a.Min, a.Max, a.Build, now
+	s.confirmed = true
+	p.changed(now)
+	return news
+}
+
+// levelOf is the version a member reads (p.mu held).
+func (p *protocols) levelOf(s *peerState, now time.Time) int {
+	if s == nil || s.announced.IsZero() || now.Sub(s.announced) > p.ttl || !s.confirmed || !wire.Overlaps(s.min, s.max) {
+		return 1
+	}
+	return min(s.max, wire.ProtocolMax)
+}
+
+// level is the version to send a message to member to at ("" for a
+// broadcast: the site's).
+func (p *protocols) level(to string, now time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if to == "" {
+		return p.view(now).Site
+	}
+	return p.levelOf(p.peers[to], now)
+}
+
+// refused reports whether id announced a range this build cannot speak.
+func (p *protocols) refused(id string, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.peers[id]
+	return s != nil && !s.announced.IsZero() && now.Sub(s.announced) <= p.ttl && !wire.Overlaps(s.min, s.max)
+}
+
+// view computes the protocol view at now (p.mu held). Live members are
+// those heard within the ttl and those the agent believes alive: a
+// follower hears the other followers only through the leader's heartbeats.
+// For the first ttl after the bus opened, before announcements could
+// arrive, every member counts as live: an agent that starts sends its
+// first messages at protocol 1.
+func (p *protocols) view(now time.Time) agent.ProtocolView {
+	v := agent.ProtocolView{Site: wire.ProtocolMax, Members: map[string]agent.PeerProtocol{}}
+	live := map[string]bool{}
+	if now.Sub(p.opened) <= p.ttl {
+		for _, id := range p.members {
+			live[id] = id != p.self
+		}
+	}
+	if p.alive != nil {
+		for _, id := range p.alive() {
+			live[id] = id != p.self
+		}
+	}
+	for id, s := range p.peers {
+		if now.Sub(s.heard) <= p.ttl {
+			live[id] = true
+		}
+	}
+	for id, ok := range live {
+		if !ok {
+			continue
+		}
+		s := p.peers[id]
+		if s == nil {
+			s = &peerState{min: 1, max: 1}
+		}
+		fresh := !s.announced.IsZero() && now.Sub(s.announced) <= p.ttl
+		if fresh {
+			v.Members[id] = agent.PeerProtocol{Min: s.min, Max: s.max, Build: s.build}
+		} else {
+			v.Members[id] = agent.PeerProtocol{Min: 1, Max: 1}
+		}
+		if fresh && !wire.Overlaps(s.min, s.max) {
+			v.Mismatch = append(v.Mismatch, id)
+			continue // refused: it does not hold the site back
+		}
+		if l := p.levelOf(s, now); l < wire.ProtocolMax {
+			v.Below = append(v.Below, id)
+			v.Site = min(v.Site, l)
+		}
+	}
+	slices.Sort(v.Below)
+	slices.Sort(v.Mismatch)
+	return v
+}
+
+// changed reports the view if the site's version or the members that set
+// it changed (p.mu held).
+func (p *protocols) changed(now time.Time) {
+	v := p.view(now)
+	if v.Site == p.last.Site && slices.Equal(v.Below, p.last.Below) && slices.Equal(v.Mismatch, p.last.Mismatch) {
+		return
+	}
+	p.last = v
+	if p.onChange != nil {
+		p.onChange(v)
+	}
+}
+
+// snapshot is the view now, with this member's own entry.
+func (p *protocols) snapshot(now time.Time) agent.ProtocolView {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.view(now)
+	v.Members[p.self] = agent.PeerProtocol{Min: wire.ProtocolMin, Max: wire.ProtocolMax, Build: p.build}
+	return v
+}
+
+// announce runs this member's announcements: at once, every interval, at
+// once again when a member announces news (a restart, a new member), and
+// re-reads the view every interval so that members that went quiet stop
+// counting. It subscribes on nc and returns the undo.
+func (b *Bus) announce(t *NATSTransport, p *protocols, interval time.Duration) (func(), error) {
+	cfg := b.c.Config
+	prefix, group := cfg.SubjectPrefix, cfg.Group
+	rates := ratelimit.NewLimiter(2/interval.Seconds(), 4, len(cfg.Members))
+	start := time.Now()
+	members := map[string]bool{}
+	for _, m := range cfg.Members {
+		members[m.ID] = true
+	}
+	now := make(chan struct{}, 1)
+	sub, err := b.nc.Subscribe(wire.AnnounceWildcard(prefix, group), func(msg *nats.Msg) {
+		from, ok := wire.AnnounceSender(msg.Subject, prefix, group)
+		if !ok || !members[from] || from == cfg.ID {
+			return
+		}
+		if !rates.Allow(from, time.Since(start)) {
+			t.bad(wire.ReasonRateLimited)
+			return
+		}
+		if b.signer != nil {
+			sig := ""
+			if msg.Header != nil {
+				sig = msg.Header.Get(wire.SignatureHeader)
+			}
+			if reason := b.signer.Verify(from, msg.Subject, msg.Data, sig); reason != "" {
+				t.bad(reason)
+				return
+			}
+		}
+		a, err := wire.DecodeAnnouncement(msg.Data, msg.Subject, prefix, group)
+		if err != nil {
+			t.bad(badReason(err))
+			return
+		}
+		if p.announced(a, time.Now()) {
+			select {
+			case now <- struct{}{}:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			b.publishAnnouncement()
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				p.mu.Lock()
+				p.changed(time.Now())
+				p.mu.Unlock()
+			case <-now:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+		_ = sub.Unsubscribe()
+	}, nil
+}
+
+// publishAnnouncement says this member's protocol range and build.
+func (b *Bus) publishAnnouncement() {
+	cfg := b.c.Config
+	if !b.nc.IsConnected() {
+		return
+	}
+	build := b.c.Version
+	if len(build) > 64 {
+		build = build[:64]
+	}
+	data, err := wire.EncodeAnnouncement(cfg.Group, wire.Announcement{From: cfg.ID, Min: wire.ProtocolMin, Max: wire.ProtocolMax, Build: build})
+	if err != nil {
+		return
+	}
+	subj := wire.AnnounceSubject(cfg.SubjectPrefix, cfg.Group, cfg.ID)
+	msg := &nats.Msg{Subject: subj, Data: data}
+	if b.signer != nil {
+		sig, err := b.signer.Sign(subj, data)
+		if err != nil {
+			return
+		}
+		msg.Header = nats.Header{wire.SignatureHeader: []string{sig}}
+	}
+	_ = b.nc.PublishMsg(msg)
+}
+
+// Protocol implements agent.ProtocolReporter.
+func (b *Bus) Protocol() agent.ProtocolView {
+	b.mu.Lock()
+	p := b.proto
+	b.mu.Unlock()
+	if p == nil {
+		return agent.ProtocolView{Site: wire.ProtocolMax}
+	}
+	return p.snapshot(time.Now())
+}
+
+// badReason is the metrics label of a wire error.
+func badReason(err error) string {
+	var be *wire.BadMessageError
+	if errors.As(err, &be) {
+		return be.Reason
+	}
+	return wire.ReasonMalformed
+}
+
+// announceInterval is how often a member announces its protocol range: once
+// per heartbeat period H (at least 100 ms). Announcements are forgotten
+// after three (D at the default k = 3): a gateway flashed back to an older
+// build, which announces nothing and cannot read what a newer one sends, is
+// sent messages it drops for at most that long after it starts, or less, until
+// its first message (without "pv") reaches the others; a member that
+// restarted waits D before it votes or stands anyway.
+func announceInterval(h time.Duration) time.Duration { return max(h, 100*time.Millisecond) }
