@@ -24,6 +24,12 @@ type KillTrial struct {
 	// VictimLastARPMS: the killed gateway's last ARP answer for the VIP,
 	// after the kill (negative: none after it); until it was restarted.
 	VictimLastARPMS float64 `json:"victim_last_arp_ms"`
+	// ReapedMS: from the signal until the killed process was reaped (it
+	// had exited; a SIGKILLed multi-threaded process needs CPU to exit).
+	ReapedMS float64 `json:"reaped_ms"`
+	// VictimLastSentMS: from the signal until the killed gateway sent its
+	// last ARP answer for the VIP (its own send timestamp), until restarted.
+	VictimLastSentMS float64 `json:"victim_last_sent_ms"`
 	// KeptVIP: the VIP was still on the killed gateway's interface at the
 	// kill plus the lease.
 	KeptVIP bool `json:"kept_vip"`
@@ -41,6 +47,9 @@ type CutTrial struct {
 	// HolderLastARPMS: from the cut until the old holder's last ARP answer
 	// during the cut (negative: none after the cut began).
 	HolderLastARPMS float64 `json:"holder_last_arp_ms"`
+	// HolderLastSentMS: from the cut until the old holder sent its last ARP
+	// answer during the cut (its own send timestamp).
+	HolderLastSentMS float64 `json:"holder_last_sent_ms"`
 	// HolderKeptVIP: the VIP was still on the old holder's interface at the
 	// end of the cut.
 	HolderKeptVIP bool `json:"holder_kept_vip"`

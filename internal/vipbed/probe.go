@@ -147,8 +147,13 @@ func setTimestamps(c *net.UDPConn) error {
 // openARP opens an AF_PACKET socket for ARP frames bound to interface
 // ifindex, non-blocking under Go's poller (so that Close wakes its reader),
 // with kernel receive timestamps.
-func openARP(ifindex int) (*os.File, error) {
-	proto := htons(unix.ETH_P_ARP)
+func openARP(ifindex int) (*os.File, error) { return openPacket(ifindex, unix.ETH_P_ARP) }
+
+// openPacket is openARP for frames of protocol ethType (ETH_P_ALL: every
+// frame, those the host sends included, which a socket bound to one
+// protocol does not see).
+func openPacket(ifindex int, ethType uint16) (*os.File, error) {
+	proto := htons(ethType)
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, int(proto))
 	if err != nil {
 		return nil, fmt.Errorf("AF_PACKET socket: %w", err)
@@ -447,4 +452,92 @@ func OnlyFrom(ans []Answer, gw int) bool {
 		}
 	}
 	return true
+}
+
+// Tap records the ARP answers for the VIP that a gateway sends, with the
+// kernel's timestamp of the send, taken on the gateway's own interface. It
+// dates when the gateway had the VIP without the delays of the way to the
+// client: on a loaded machine the softirq work that carries a frame across
+// the bridge can wait for a CPU, and the client's receive time is then
+// later than the moment the gateway's kernel answered, which it did only
+// while the address was on its interface.
+type Tap struct {
+	f    *os.File
+	done chan struct{}
+
+	mu   sync.Mutex
+	sent []int64
+}
+
+// StartTap starts recording gateway h's ARP answers for the VIP.
+func StartTap(h *Host) (*Tap, error) {
+	var f *os.File
+	err := h.Do(func() error {
+		ifi, err := net.InterfaceByName(Dev)
+		if err != nil {
+			return err
+		}
+		f, err = openPacket(ifi.Index, unix.ETH_P_ALL)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tap of %s: %w", h.ID, err)
+	}
+	t := &Tap{f: f, done: make(chan struct{})}
+	go t.read()
+	return t, nil
+}
+
+func (t *Tap) read() {
+	defer close(t.done)
+	rc, err := t.f.SyscallConn()
+	if err != nil {
+		return
+	}
+	vip := net.ParseIP(VIP).To4()
+	buf, oob := make([]byte, 128), make([]byte, 128)
+	for {
+		var n, oobn int
+		var from unix.Sockaddr
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, oobn, _, from, rerr = unix.Recvmsg(int(fd), buf, oob, 0)
+			return rerr != unix.EAGAIN
+		})
+		if err != nil {
+			return // closed
+		}
+		ll, ok := from.(*unix.SockaddrLinklayer)
+		if rerr != nil || n < 42 || !ok || ll.Pkttype != unix.PACKET_OUTGOING {
+			continue
+		}
+		f := buf[:n]
+		if binary.BigEndian.Uint16(f[12:14]) != unix.ETH_P_ARP || binary.BigEndian.Uint16(f[20:22]) != 2 ||
+			!net.IP(f[28:32]).Equal(vip) {
+			continue
+		}
+		ts := kernelTime(oob[:oobn])
+		t.mu.Lock()
+		t.sent = append(t.sent, ts)
+		t.mu.Unlock()
+	}
+}
+
+// Last returns the time of the last answer sent in [from, to], if any.
+func (t *Tap) Last(from, to int64) (int64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(t.sent) - 1; i >= 0; i-- {
+		if s := t.sent[i]; s >= from && s <= to {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
+// Close stops the tap.
+func (t *Tap) Close() error {
+	err := t.f.Close()
+	<-t.done
+	return err
 }
