@@ -20,7 +20,7 @@ GCFLAGS ?=
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2")
 
 .PHONY: all build build-arm64 build-arm64-client build-amd64 test race short lint tidy-check demo failover handover footprint bench bench-vet fuzz fuzz-short deb clean
-.PHONY: mixed-bench site-screenshot transfer check-rules chaos chaos-short chaos-lossy check-safety attack duty-faults guard-footprint
+.PHONY: mixed-bench site-screenshot transfer check-rules chaos chaos-short chaos-lossy check-safety attack duty-faults guard-footprint vip-bench
 
 all: lint test build
 
@@ -123,6 +123,21 @@ guard-footprint:
 site-screenshot:
 	EDGE_AGENT_SITE_SCREENSHOT=$(CURDIR)/docs/site-page.png $(GO) test -count=1 -v -run 'TestE2ESitePageInBrowser' ./cmd/edge-agent
 
+# The VIP experiments of issue 19 in network namespaces (needs root, ip,
+# nft and keepalived: apt-get install nftables keepalived): 3 gateways and a
+# client probing the VIP every 1 ms, VIP_TRIALS SIGKILLs of the holder and
+# VIP_TRIALS 1 s cuts of its election traffic, for Debian's keepalived and
+# for edge-agent's --leader-vip (docs/VIP-TESTBED.md). Writes the figures to
+# VIP_OUT (benchmark JSON, read by bench/report), VIP_OUT's .txt (a summary)
+# and .trials (every trial). make test runs the same test.
+VIP_TRIALS ?= 30
+VIP_OUT    ?= $(BIN)/vip-bench/70-vip.json
+vip-bench:
+	@mkdir -p $(dir $(VIP_OUT))
+	VIPBED_TRIALS=$(VIP_TRIALS) VIPBED_OUT=$(abspath $(VIP_OUT)) $(GO) test -race -count=1 -v -timeout 30m \
+		-run 'TestVIPFailoverNetns' ./internal/vipbed
+	@cat $(basename $(abspath $(VIP_OUT))).txt
+
 # The Prometheus alerting rules: syntax, unit tests and the scrape config
 # that loads them (promtool: apt-get install prometheus).
 PROMTOOL ?= promtool
@@ -146,7 +161,7 @@ BENCH_ALGORITHMS      ?= bully ring
 BENCH_DELIVERY_TRIALS ?= 10
 bench:
 	GO="$(GO)" OUT="$(BENCH_OUT)" TRIALS="$(BENCH_TRIALS)" ALGORITHMS="$(BENCH_ALGORITHMS)" \
-		DELIVERY_TRIALS="$(BENCH_DELIVERY_TRIALS)" bash bench/run.sh
+		DELIVERY_TRIALS="$(BENCH_DELIVERY_TRIALS)" VIP_TRIALS="$(VIP_TRIALS)" bash bench/run.sh
 
 # Failover on a site mid-upgrade (1..4 of 5 members on the previous protocol
 # release, docs/PROTOCOL.md) beside a uniform site, in the same run, both

@@ -29,6 +29,14 @@ type series struct {
 	Pending   string    `json:"pending,omitempty"`
 	Note      string    `json:"note,omitempty"`
 	Chart     bool      `json:"chart,omitempty"`
+	Product   string    `json:"product,omitempty"`
+	Counts    []count   `json:"counts,omitempty"`
+}
+
+type count struct {
+	Name string `json:"name"`
+	N    int    `json:"n"`
+	Of   int    `json:"of"`
 }
 
 type target struct {

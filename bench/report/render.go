@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -13,6 +14,7 @@ var figures = []struct{ key, title, intro string }{
 	{"footprint", "4. Footprint", "One idle agent process: RSS (VmRSS) and CPU (summed over its threads from /proc/PID/task/*/schedstat), sampled every second. MB = 10^6 bytes, the stricter reading of the targets."},
 	{"scale", "5. Scale: many groups on one NATS server", "Groups of 3 agents on one nats-server (in a child process, so that its CPU is its own). Every second each group is checked: exactly one member leads with a valid lease and all three name it."},
 	{"peer", "6. A peer side by side: hashicorp/raft", "hashicorp/raft with its failure detection set to our window, crash failover measured the same way, next to ours."},
+	{"vip", "7. A virtual IP side by side: keepalived", "A VIP that moves with the leader (issue 19), measured in network namespaces (`make vip-bench`, as root; [docs/VIP-TESTBED.md](VIP-TESTBED.md)): 3 gateways and a client on one Linux bridge, the client sending a UDP probe to the VIP and broadcasting an ARP request for it every 1 ms. edge-agent (`--leader-vip`, embedded clustered NATS on the bridge) and Debian's keepalived (VRRPv3) in the same run, on the same namespaces. *SIGKILL*: the holder's agent (keepalived: its whole process group); the time runs until the client's UDP probe is answered by another gateway. *Cut*: the holder's election traffic to and from the others (edge-agent: the NATS route and client ports; keepalived: VRRP, IP protocol 112) dropped with nftables for 1 s while the client reaches every gateway; a millisecond in which two gateways answered the client's ARP request is a millisecond with two holders."},
 }
 
 func render(files []file, chartName, analysis string) string {
@@ -86,6 +88,7 @@ func render(files []file, chartName, analysis string) string {
 			continue
 		}
 		w("## %s\n\n%s\n\n", fig.title, fig.intro)
+		sideBySide(w, rows)
 		w("| measurement | algorithm | trials | p50 | p99 | min | max | target | result |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range rows {
 			if s.Pending != "" {
@@ -215,4 +218,57 @@ func share(p float64) string {
 		return "unknown"
 	}
 	return fmt.Sprintf("%.1f%%", 100*p)
+}
+
+// sideBySide writes, for rows that name their product, one column per
+// product: the p50 / p99 of its first row, then every count of its rows.
+func sideBySide(w func(string, ...any), rows []series) {
+	var products []string
+	first := map[string]series{}
+	counts := map[string]map[string]count{}
+	var names []string
+	for _, s := range rows {
+		if s.Product == "" || s.Pending != "" {
+			continue
+		}
+		if _, ok := first[s.Product]; !ok {
+			products = append(products, s.Product)
+			first[s.Product] = s
+			counts[s.Product] = map[string]count{}
+		}
+		for _, c := range s.Counts {
+			if !slices.Contains(names, c.Name) {
+				names = append(names, c.Name)
+			}
+			counts[s.Product][c.Name] = c
+		}
+	}
+	if len(products) < 2 {
+		return
+	}
+	head, rule := "| |", "|---|"
+	for _, p := range products {
+		head += " " + p + " |"
+		rule += "---|"
+	}
+	w("%s\n%s\n", head, rule)
+	f := first[products[0]]
+	row := fmt.Sprintf("| %s, p50 / p99 |", strings.TrimPrefix(f.Name, f.Product+": "))
+	for _, p := range products {
+		s := first[p]
+		row += fmt.Sprintf(" %s / %s |", cell(s, stat(s.Samples, "p50")), cell(s, stat(s.Samples, "p99")))
+	}
+	w("%s\n", row)
+	for _, n := range names {
+		row := "| " + n + " |"
+		for _, p := range products {
+			if c, ok := counts[p][n]; ok {
+				row += fmt.Sprintf(" %d of %d |", c.N, c.Of)
+			} else {
+				row += " — |"
+			}
+		}
+		w("%s\n", row)
+	}
+	w("\n")
 }

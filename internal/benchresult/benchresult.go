@@ -45,6 +45,19 @@ type Series struct {
 	Note string `json:"note,omitempty"`
 	// Chart includes the row in the failover distribution chart.
 	Chart bool `json:"chart,omitempty"`
+	// Product names the implementation measured where a figure sets
+	// products side by side (figure vip: edge-agent, keepalived).
+	Product string `json:"product,omitempty"`
+	// Counts are events counted over the trials (figure vip: trials with two
+	// holders), shown side by side per product.
+	Counts []Count `json:"counts,omitempty"`
+}
+
+// Count is N trials of Of in which what Name says happened.
+type Count struct {
+	Name string `json:"name"`
+	N    int    `json:"n"`
+	Of   int    `json:"of"`
 }
 
 // Target is one limit: Stat (p50, p99, mean, max, min) of the samples must be

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// The VIP figure sets its products side by side: the first row's p50 / p99
+// and every count, in one column per product.
+func TestVIPFigureSideBySide(t *testing.T) {
+	row := func(product, name string, samples []float64, counts ...count) series {
+		return series{Figure: "vip", Product: product, Name: product + ": " + name, Unit: "ms", Samples: samples, Counts: counts}
+	}
+	files := []file{{Program: "vipbed", Series: []series{
+		row("keepalived 2.2.7", "SIGKILL, failover", []float64{30, 31, 40}, count{Name: "kept the VIP", N: 3, Of: 3}),
+		row("keepalived 2.2.7", "cut, two-holder ms", []float64{900, 950, 1000}, count{Name: "cuts with two holders", N: 3, Of: 3}),
+		row("edge-agent", "SIGKILL, failover", []float64{60, 70, 80}, count{Name: "kept the VIP", N: 0, Of: 3}),
+		row("edge-agent", "cut, two-holder ms", []float64{0, 0, 0}, count{Name: "cuts with two holders", N: 0, Of: 3}),
+	}}}
+	md := render(files, "chart.png", "")
+	for _, want := range []string{
+		"| | keepalived 2.2.7 | edge-agent |\n|---|---|---|\n",
+		"| SIGKILL, failover, p50 / p99 | 31.0 ms / 40.0 ms | 70.0 ms / 80.0 ms |\n",
+		"| kept the VIP | 3 of 3 | 0 of 3 |\n",
+		"| cuts with two holders | 3 of 3 | 0 of 3 |\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
