@@ -366,10 +366,15 @@ func (a *Agent) Transfer(ctx context.Context, id string) error {
 }
 
 func (a *Agent) handover(ctx context.Context, nominee string) error {
+	return a.ask(ctx, request{nominee: nominee})
+}
+
+// ask hands r to the loop and waits for its answer (or ctx).
+func (a *Agent) ask(ctx context.Context, r request) error {
 	if !a.lease.running.Load() {
 		return ErrNotRunning
 	}
-	r := request{nominee: nominee, reply: make(chan error, 1)}
+	r.reply = make(chan error, 1)
 	select {
 	case a.in.reqs <- r:
 	case <-ctx.Done():

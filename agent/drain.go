@@ -157,21 +157,7 @@ func (a *Agent) Drained() bool { return a.maint.drained.Load() }
 // once (a planned handover), as Resign does. It returns
 // ErrHandoverNotAnnounced as Resign does.
 func (a *Agent) Drain(ctx context.Context, on bool) error {
-	if !a.lease.running.Load() {
-		return ErrNotRunning
-	}
-	r := request{drain: &on, reply: make(chan error, 1)}
-	select {
-	case a.in.reqs <- r:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-r.reply:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return a.ask(ctx, request{drain: &on})
 }
 
 // setDrained is Drain in the loop; herr is the answer, err a failure to
