@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/poll"
 )
@@ -73,7 +75,7 @@ func TestE2EPushedMetricsFollowTheDuty(t *testing.T) {
 			// edge_election_ series, and the build info.
 			_, m := httpGet(t, "http://"+site.Proc(id).HTTPAddr+"/metrics")
 			if strings.Contains(m, `edge_election_duty_running{group="site"} 1`) &&
-				strings.Contains(m, `edge_election_build_info{group="site",protocol="1",version="`) {
+				strings.Contains(m, `edge_election_build_info{group="site",protocol="`+strconv.Itoa(wire.ProtocolMax)+`",version="`) {
 				return true, ""
 			}
 			why += id + ": pushed as leader with its duty, but its /metrics lacks the grouped duty_running 1 or build info; "
@@ -85,8 +87,8 @@ func TestE2EPushedMetricsFollowTheDuty(t *testing.T) {
 			t.Errorf("pushed edge_election_messages_total{type=%q,direction=\"in\"}: %v %v, want 0", typ, v, ok)
 		}
 	}
-	if v, ok, _ := value("edge_election_build_info", map[string]string{"protocol": "1"}); !ok || v != 1 {
-		t.Errorf("pushed edge_election_build_info{protocol=\"1\"}: %v %v", v, ok)
+	if v, ok, _ := value("edge_election_build_info", map[string]string{"protocol": strconv.Itoa(wire.ProtocolMax)}); !ok || v != 1 {
+		t.Errorf("pushed edge_election_build_info{protocol=%q}: %v %v", strconv.Itoa(wire.ProtocolMax), v, ok)
 	}
 	if err := site.Terminate(leader); err != nil { // waits for the exit
 		t.Fatal(err)
