@@ -2,6 +2,8 @@ package agent
 
 import (
 	"encoding/json"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/edge-agent/edge-agent/election"
 )
 
 // The dashboard and alerting rules under deploy/ are part of what operators
@@ -56,6 +60,21 @@ func agentMetricNames(t *testing.T) map[string]bool {
 		if mf.GetType().String() == "HISTOGRAM" {
 			names[n+"_bucket"], names[n+"_sum"], names[n+"_count"] = true, true, true
 		}
+	}
+	// The series the agent registers beside the metrics struct (drain and
+	// duplicate id, the algorithm guard): from a real agent's registry.
+	a, err := New(Config{ID: "gw1", Group: "site", Members: []election.Member{{ID: "gw1"}}, StateDir: t.TempDir()},
+		WithTransport(NewMemNetwork().Join("gw1")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.store.Close()
+	mfs, err = a.out.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
 	}
 	return names
 }
