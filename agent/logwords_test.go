@@ -1,60 +1,31 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/edge-agent/edge-agent/election"
 	"github.com/edge-agent/edge-agent/internal/metricread"
+
+	"github.com/edge-agent/edge-agent/internal/logbuf"
 )
-
-// syncBuffer is a log destination safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the lines that contain every one of subs.
-func (b *syncBuffer) lines(subs ...string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-next:
-	for _, l := range strings.Split(b.buf.String(), "\n") {
-		for _, s := range subs {
-			if !strings.Contains(l, s) {
-				continue next
-			}
-		}
-		out = append(out, l)
-	}
-	return out
-}
 
 // logged is an agent of a test site with its log.
 type logged struct {
 	a      *Agent
-	log    *syncBuffer
+	log    *logbuf.Buffer
 	cancel context.CancelFunc
 	done   chan error
 }
 
 func startLogged(t *testing.T, net *MemNetwork, id string, members []election.Member, holdDown time.Duration) *logged {
 	t.Helper()
-	buf := &syncBuffer{}
+	buf := &logbuf.Buffer{}
 	cfg := Config{ID: id, Group: "site", Members: members, Heartbeat: 50 * time.Millisecond,
 		StateDir: t.TempDir(), HoldDown: holdDown}
 	a, err := New(cfg, WithTransport(net.Join(id)), WithLogger(slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo}))))
@@ -119,9 +90,9 @@ func TestHandoverLoggedInWords(t *testing.T) {
 					as["gw3"] = startLogged(t, net, "gw3", members, 100*time.Millisecond)
 				}
 				waitFor(t, 5*time.Second, "the handover", func() bool {
-					return len(old.log.lines(`msg="stepped down"`)) > 0
+					return len(old.log.Lines(`msg="stepped down"`)) > 0
 				})
-				got := old.log.lines(`msg="stepped down"`)
+				got := old.log.Lines(`msg="stepped down"`)
 				if len(got) != 1 || !strings.Contains(got[0], "level=INFO") || !want.MatchString(got[0]) {
 					t.Errorf("step-down lines %q, want one at INFO matching %s", got, want)
 				}
@@ -146,7 +117,7 @@ func TestRepeatedElectionFailuresSummarised(t *testing.T) {
 		}
 		time.Sleep(2*FailedElectionLogEvery + FailedElectionLogEvery/2) // virtual time
 		n := failed()
-		got := l.log.lines(`msg="election failed"`)
+		got := l.log.Lines(`msg="election failed"`)
 		if n < 20 {
 			t.Fatalf("only %v failed elections in %s", n, 2*FailedElectionLogEvery+FailedElectionLogEvery/2)
 		}

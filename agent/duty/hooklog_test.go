@@ -1,36 +1,19 @@
 package duty
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/edge-agent/edge-agent/internal/poll"
+
+	"github.com/edge-agent/edge-agent/internal/logbuf"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestHookStoppedByLeadershipEndIsNoWarning: an on_elected hook still
 // running when leadership ends (a handover or shutdown right after the
@@ -38,7 +21,7 @@ func (l *lockedBuffer) String() string {
 func TestHookStoppedByLeadershipEndIsNoWarning(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "started")
 	d := New(Config{OnElected: []string{"sh", "-c", "touch " + marker + "; exec sleep 30"}})
-	var out lockedBuffer
+	var out logbuf.Buffer
 	h := testHost(&fakeLease{start: time.Now()})
 	h.Log = slog.New(slog.NewTextHandler(&out, nil))
 	if err := d.Attach(h); err != nil {
