@@ -17,7 +17,7 @@ func TestMessageAlgorithm(t *testing.T) {
 		election.MsgElection: AlgorithmBully, election.MsgOK: AlgorithmBully,
 		election.MsgRingToken: AlgorithmRing, election.MsgRingAck: AlgorithmRing,
 		election.MsgHeartbeat: "", election.MsgAck: "", election.MsgCoordinator: "",
-		election.MsgVote: "", election.MsgResign: "",
+		election.MsgVote: "", election.MsgResign: "", election.MsgWithdraw: "",
 	} {
 		if got := MessageAlgorithm(typ); got != want {
 			t.Errorf("MessageAlgorithm(%v) = %q, want %q", typ, got, want)

@@ -60,7 +60,7 @@ func TestMetricsFirstScrape(t *testing.T) {
 	want := []string{`edge_election_build_info{group="site",protocol="` + strconv.Itoa(wire.ProtocolMax) + `",version="1.2.3"} 1`}
 	// The wire types of the README's contract, both directions.
 	for _, typ := range []string{"heartbeat", "ack", "election", "ok", "coordinator", "vote", "resign",
-		"ring_token", "ring_ack", "pre_vote", "pre_vote_reply"} {
+		"ring_token", "ring_ack", "pre_vote", "pre_vote_reply", "withdraw"} {
 		for _, dir := range []string{"in", "out"} {
 			want = append(want, fmt.Sprintf(`edge_election_messages_total{direction=%q,group="site",type=%q} 0`, dir, typ))
 		}

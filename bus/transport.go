@@ -354,6 +354,9 @@ func (t *NATSTransport) Send(m election.Message) error {
 	if t.proto != nil {
 		level = t.proto.level(m.To, time.Now())
 	}
+	if !wire.Speaks(m.Type, level) {
+		return nil // its receiver (a broadcast: some member) speaks an older protocol; see wire.Speaks
+	}
 	data, err := wire.EncodeAt(t.group, m, ep, n, level)
 	if err != nil {
 		return fmt.Errorf("bus: send: %w", err)

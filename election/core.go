@@ -99,6 +99,9 @@ type core struct {
 	voteEnd    int64
 	resentAt   int64 // tick the COORDINATOR was last sent
 	proclaimSq uint64
+	// standing is the term of this member's candidacy until it ends (see
+	// settleCandidacy); 0 when it has none.
+	standing uint64
 	// announced: this candidate won a Ring round and announced itself with
 	// a heartbeat (see stand); it counts acknowledgements of that heartbeat,
 	// never votes, and has no COORDINATOR to repeat.
@@ -438,6 +441,11 @@ func (c *core) fire(t timer) {
 // deadlines again after each (a timer's handler moves its own deadline on,
 // and may make another one due).
 func (c *core) fireDue() {
+	c.fireTimers()
+	c.settleCandidacy()
+}
+
+func (c *core) fireTimers() {
 	for range 4 * numTimers {
 		d := c.deadlines()
 		due := numTimers
@@ -916,6 +924,8 @@ func (c *core) dispatch(m Message) error {
 		return c.stepPreVote(m)
 	case MsgPreVoteReply:
 		return c.stepPreVoteReply(m)
+	case MsgWithdraw:
+		return c.stepWithdraw(m)
 	case MsgElection, MsgOK, MsgRingToken, MsgRingAck:
 		return c.alg.step(m)
 	}
@@ -1046,6 +1056,8 @@ func (c *core) stand(term uint64, announce bool) {
 	}
 	c.goneAt = neverTick
 	c.adoptTerm(term)
+	c.settleCandidacy()
+	c.standing = term
 	c.hs.VotedFor = c.self.ID
 	c.hsChanged = true
 	c.role = Candidate
@@ -1238,6 +1250,47 @@ func (c *core) stepResign(m Message) error {
 	}
 	c.alg.reset()
 	c.alg.startElection(c.nominee)
+	return nil
+}
+
+// settleCandidacy ends the record of a candidacy that is over. One that
+// ended without leading (refused by a higher-ranked member, out of time,
+// overtaken by a higher term, drained, told to step down) says so to every
+// member with a WITHDRAW: a member that voted for it keeps that vote as a
+// promise not to back anyone else for D (the candidate might lead on it),
+// and without the WITHDRAW it stays held for D by a candidacy that no longer
+// exists. When the candidate gave way to a higher-ranked member, that
+// member's pre-votes would then wait on those voters past its answer window,
+// it would fail, the lower member would stand again and be refused again: a
+// site with every member up and no leader. A candidate never stands again in
+// a term it withdrew from (it voted for itself in it), so the promise it
+// releases can no longer matter.
+func (c *core) settleCandidacy() {
+	if c.standing == 0 || (c.role == Candidate && c.hs.Term == c.standing) {
+		return
+	}
+	if c.role != Leader || c.hs.Term != c.standing {
+		c.send(Message{Type: MsgWithdraw, Term: c.standing})
+	}
+	c.standing = 0
+}
+
+// stepWithdraw frees this member from the vote it gave m.From in m.Term,
+// whose candidacy ended without leading (see settleCandidacy), and grants
+// what it kept back meanwhile. Only that vote is freed: a WITHDRAW says
+// nothing of any other member's leadership or lease.
+func (c *core) stepWithdraw(m Message) error {
+	if c.role != Follower || c.released || m.From != c.backed || m.Term != c.backedTerm || c.leader == m.From {
+		return nil // not held by that candidacy, or it led (then it never withdraws)
+	}
+	c.released = true
+	if c.votePending() {
+		return nil
+	}
+	c.preVotePending()
+	if !c.alg.busy() && c.now >= c.standAfter {
+		c.alg.startElection("")
+	}
 	return nil
 }
 

@@ -28,7 +28,8 @@
 // acknowledged a heartbeat sent less than LeaseTicks ago: its lease. A member
 // that acknowledged a leader, or voted for a candidate, backs it and grants no
 // vote to anyone else for ElectionTicks (D), unless that member releases it (a
-// RESIGN, the bus reporting its connection closed, the route to it closing).
+// RESIGN, the bus reporting its connection closed, the route to it closing; a
+// candidate that gave up frees its voters with a WITHDRAW).
 // LeaseTicks + HeartbeatTicks < ElectionTicks keeps every lease over before a
 // backer may vote again. The invariants and the argument are in
 // docs/DESIGN-NOTES.md ("Safety invariants").

@@ -1,6 +1,7 @@
 package election_test
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -339,4 +340,51 @@ func TestCandidateWhoseConnectionClosedDoesNotLead(t *testing.T) {
 	w.Report("n1", closed)
 	fromN2 := func(f *safety.Msg) bool { return f.M.From == "n2" }
 	until(t, w, 300, "n3 leads", fromN2, func() bool { return w.Role("n3") == election.Leader })
+}
+
+// 10. (found by the checker, with drain) Liveness, not safety: a candidate
+// that gives way must free its voters. n2, n4 and n5 are drained; n1 has
+// marked n3 down and proclaims. n2 votes for it, then n3 refuses it (Bully:
+// n3 outranks n1 and may stand) and n1 gives way to n3; n4 and n5 vote for
+// n1 after that. Their votes hold them for D (n1 might lead on them), so
+// they would keep back n3's pre-vote past its answer window: n3 failed, n1
+// stood again after its backoff, was refused again, and the site stayed
+// leaderless with every member up. n1's WITHDRAW frees them at once: n3
+// wins its first pre-vote.
+func TestCandidateThatGivesWayFreesItsVoters(t *testing.T) {
+	w := site(t, 5, "bully", func(c *election.Config) {
+		c.Preemption = election.PreemptNever
+	}, false)
+	for _, id := range []string{"n2", "n4", "n5"} {
+		w.Drain(id, true)
+	}
+	n3 := func(f *safety.Msg) bool { return f.M.From == "n3" || f.To == "n3" }
+	hold := func(f *safety.Msg) bool { return n3(f) || f.M.Type == election.MsgCoordinator }
+	until(t, w, 200, "n1 stands, n3 unheard", hold, func() bool {
+		return w.Role("n1") == election.Candidate && len(w.Find(election.MsgCoordinator, "n1", "n3", 0)) == 1
+	})
+	term := w.Term("n1")
+	deliver := func(typ election.MsgType, from, to string) {
+		t.Helper()
+		w.Deliver(mustBeOne(t, w.Find(typ, from, to, term), fmt.Sprintf("%s %s->%s", typ, from, to)), false)
+	}
+	// What n3 missed while unheard is lost; its own election starts now.
+	w.DropAll(func(f *safety.Msg) bool { return n3(f) && f.M.Type != election.MsgCoordinator })
+	deliver(election.MsgCoordinator, "n1", "n2")
+	deliver(election.MsgVote, "n2", "n1")
+	deliver(election.MsgCoordinator, "n1", "n3")
+	deliver(election.MsgVote, "n3", "n1")
+	if w.Role("n1") != election.Follower {
+		t.Fatalf("n1 did not give way to n3's refusal: %s", w.Describe())
+	}
+	deliver(election.MsgCoordinator, "n1", "n4")
+	deliver(election.MsgCoordinator, "n1", "n5")
+	// n3 does not know that n4 and n5 are drained (a member learns it from
+	// acknowledgements, as a leader): it waits one answer window for n4 to
+	// stand, one for an OK to its ELECTION, one for its pre-vote.
+	limit := 4 * w.Config("n3").AnswerTicks
+	until(t, w, limit, "n3 leads", nil, leads(w, "n3"))
+	if got := w.Term("n3"); got != term+1 {
+		t.Errorf("n3 leads term %d, want %d: one election, no failed round", got, term+1)
+	}
 }

@@ -116,7 +116,7 @@ func TestTermAboveMaxTermIsRefusedWithoutEffect(t *testing.T) {
 			// Every message type, from a member, with every term above the
 			// bound up to the largest the wire can carry.
 			for _, tt := range []MsgType{MsgHeartbeat, MsgAck, MsgElection, MsgOK, MsgCoordinator, MsgVote,
-				MsgResign, MsgRingToken, MsgRingAck, MsgPreVote, MsgPreVoteReply} {
+				MsgResign, MsgRingToken, MsgRingAck, MsgPreVote, MsgPreVoteReply, MsgWithdraw} {
 				for _, bad := range []uint64{MaxTerm + 1, 1<<63 + 7, ^uint64(0)} {
 					for _, id := range b.ids {
 						from := "n1"

@@ -52,7 +52,9 @@ type MsgType uint8
 // Election, OK, Coordinator and Vote are the Bully exchange (Coordinator is
 // also the vote request); RingToken and RingAck carry the Ring election.
 // PreVote and PreVoteReply ask "would you vote for me in the next term?"
-// without raising anyone's term (see core.tryProclaim).
+// without raising anyone's term (see core.tryProclaim). Withdraw says a
+// candidacy ended without leading: its voters are free again (see
+// core.settleCandidacy).
 const (
 	MsgInvalid MsgType = iota
 	MsgHeartbeat
@@ -66,6 +68,7 @@ const (
 	MsgRingAck
 	MsgPreVote
 	MsgPreVoteReply
+	MsgWithdraw
 	msgTypeEnd
 )
 
@@ -82,6 +85,7 @@ var msgTypeNames = [...]string{
 	MsgRingAck:      "ring_ack",
 	MsgPreVote:      "pre_vote",
 	MsgPreVoteReply: "pre_vote_reply",
+	MsgWithdraw:     "withdraw",
 }
 
 // String returns the wire name of t.

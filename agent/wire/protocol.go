@@ -22,7 +22,8 @@ import (
 //	1  every build before protocol announcements (up to and including the
 //	   release at commit fc25320)
 //	2  announces its range on AnnounceSubject; says "pv" in its messages;
-//	   an acknowledgement may say "drained" (edge-agent drain)
+//	   an acknowledgement may say "drained" (edge-agent drain); a candidate
+//	   that gives up sends "withdraw", which frees its voters
 const (
 	ProtocolMin = 1
 	ProtocolMax = 2
@@ -150,6 +151,20 @@ func Downgrade(m election.Message, level int) election.Message {
 	}
 	return m
 }
+
+// typeSince holds the protocol version that introduced each message type
+// after protocol 1.
+var typeSince = map[election.MsgType]int{
+	election.MsgWithdraw: 2,
+}
+
+// Speaks reports whether a member speaking protocol level understands
+// messages of type t. A message it does not is never sent to it: dropped
+// as an unknown type, it would be counted as bad input, and a type's
+// meaning may rest on rules of its own protocol. A broadcast goes only when
+// the site's version has it: a WITHDRAW below protocol 2 is not sent, and
+// its voters wait out D as builds of protocol 1 do.
+func Speaks(t election.MsgType, level int) bool { return level >= typeSince[t] }
 
 // ReasonProtocolMismatch: the sender announced a protocol range that does
 // not overlap this build's.

@@ -123,3 +123,29 @@ func TestAnnouncement(t *testing.T) {
 		t.Error("Overlaps")
 	}
 }
+
+// A WITHDRAW is of protocol 2: it encodes and decodes at 2, and is refused
+// at 1 (a build of protocol 1 would drop it as an unknown type).
+func TestWithdrawIsProtocol2(t *testing.T) {
+	m := election.Message{Type: election.MsgWithdraw, From: "a", Term: 3}
+	if Speaks(m.Type, 1) || !Speaks(m.Type, 2) || !Speaks(election.MsgResign, 1) {
+		t.Fatal("Speaks: want withdraw from protocol 2, resign from 1")
+	}
+	var be *BadMessageError
+	if _, err := EncodeAt("g", m, 0, 0, 1); !errors.As(err, &be) || be.Reason != ReasonUnknownType {
+		t.Fatalf("withdraw at protocol 1: %v", err)
+	}
+	data, err := EncodeAt("g", m, 0, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := DecodeContext{Prefix: "p", Group: "g", Self: "b", Members: map[string]bool{"a": true, "b": true}}
+	in, err := DecodeInbound(data, BroadcastSubject("p", "g", "a"), ctx)
+	if err != nil || in.Msg.Type != election.MsgWithdraw || in.Msg.Term != 3 {
+		t.Fatalf("round trip: %+v, %v (%s)", in.Msg, err, data)
+	}
+	m.Term = 0
+	if _, err := EncodeAt("g", m, 0, 0, 2); err == nil {
+		t.Error("a withdraw without a term encoded")
+	}
+}

@@ -152,6 +152,8 @@ var fieldRules = map[election.MsgType]fieldRule{
 	// the reply echoes the number, or carries 0 when sent unasked.
 	election.MsgPreVote:      {needTerm: true, seq: true, needSeq: true},
 	election.MsgPreVoteReply: {needTerm: true, seq: true, granted: true, needTo: true},
+	// Protocol 2: a candidacy ended without leading (see Speaks).
+	election.MsgWithdraw: {needTerm: true},
 }
 
 // Encode returns the wire form of m, a message of group. It refuses (with a
@@ -172,6 +174,9 @@ func EncodeNumbered(group string, m election.Message, ep, n uint64) ([]byte, err
 // protocol 2 on the message says the sender's version ("pv").
 func EncodeAt(group string, m election.Message, ep, n uint64, level int) ([]byte, error) {
 	level = min(level, ProtocolMax)
+	if !Speaks(m.Type, level) {
+		return nil, bad(ReasonUnknownType, "a member of protocol %d does not know message type %s", level, m.Type)
+	}
 	m = Downgrade(m, level)
 	if !election.ValidID(group) {
 		return nil, bad(ReasonBadField, "group %q is not a valid group name", group)

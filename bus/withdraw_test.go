@@ -1,0 +1,95 @@
+package bus
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// A WITHDRAW (protocol 2) goes out only once every member of the group
+// speaks protocol 2: while one of them may run a build of protocol 1, which
+// would drop it as an unknown type, it is not sent at all; the other
+// messages are sent as before.
+func TestWithdrawSentOnlyAtProtocol2(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	connect := func() *nats.Conn {
+		nc, err := nats.Connect(s.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	members := []string{"gw1", "gw2", "gw3"}
+	proto := newProtocols("gw1", "test", members, time.Hour, func(agent.ProtocolView) {})
+	tr, err := NewNATSTransport(connect(), NATSTransportConfig{Group: "g", Self: "gw1", Members: members,
+		protocols: proto, SenderBurst: 1e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	watcher := connect()
+	got := make(chan *nats.Msg, 16)
+	if _, err := watcher.ChanSubscribe(wire.BroadcastSubject(agent.DefaultSubjectPrefix, "g", "gw1"), got); err != nil {
+		t.Fatal(err)
+	}
+	if err := watcher.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	withdraw := election.Message{Type: election.MsgWithdraw, From: "gw1", Term: 4}
+	resign := election.Message{Type: election.MsgResign, From: "gw1", Term: 4}
+	// next returns the type of the next message published, after a flush of
+	// the sender's connection ("" when none was).
+	next := func() string {
+		t.Helper()
+		if err := tr.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := watcher.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-got:
+			in, err := wire.DecodeInbound(m.Data, m.Subject, wire.DecodeContext{Prefix: agent.DefaultSubjectPrefix, Group: "g", Self: "gw2",
+				Members: map[string]bool{"gw1": true, "gw2": true, "gw3": true}})
+			if err != nil {
+				t.Fatalf("decode %s: %v", m.Data, err)
+			}
+			return in.Msg.Type.String()
+		default:
+			return ""
+		}
+	}
+	now := time.Now()
+	proto.announced(wire.Announcement{From: "gw2", Min: 1, Max: 2}, now)
+	// gw3 announced nothing: it may run protocol 1.
+	for _, m := range []election.Message{withdraw, resign} {
+		if err := tr.Send(m); err != nil {
+			t.Fatalf("send %s: %v", m.Type, err)
+		}
+	}
+	if a, b := next(), next(); a != "resign" || b != "" {
+		t.Fatalf("site at protocol 1: published %q then %q, want resign only", a, b)
+	}
+	proto.announced(wire.Announcement{From: "gw3", Min: 1, Max: 2}, now)
+	if err := tr.Send(withdraw); err != nil {
+		t.Fatal(err)
+	}
+	if a := next(); a != "withdraw" {
+		t.Fatalf("site at protocol 2: published %q, want withdraw", a)
+	}
+}
