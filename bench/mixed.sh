@@ -5,7 +5,8 @@
 # algorithm and fault (SIGKILL on the fast path, SIGSTOP) runs bench/failover
 # with 0 (uniform), 1, 2, 3 and 4 of the 5 members (gw1..gwN) on that
 # release, and prints p50/p99 beside the uniform site's with the ratios (the
-# targets: p50 within 10%, p99 within 25%). Results in $OUT.
+# targets: p50 within 10%, p99 within 25%); then a rolling upgrade and
+# downgrade of every member (bench/upgrade, PASSES times). Results in $OUT.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -55,4 +56,14 @@ for alg in $ALGORITHMS; do
 			echo "$row  [$safety]" | tee -a "$summary"
 		done
 	done
+done
+
+# The rolling upgrade and downgrade: every member on the release, then each
+# restarted on this build in turn, and back; the spans without a leader.
+PASSES=${PASSES:-3}
+for alg in $ALGORITHMS; do
+	log=$OUT/$alg-rolling.log
+	$GO run ./bench/upgrade -old-bin "$old" -algorithm "$alg" -passes "$PASSES" >"$log" 2>&1 || { cat "$log"; exit 1; }
+	printf '%-5s rolling upgrade+downgrade x%s: %s\n' "$alg" "$PASSES" "$(grep '^longest span' "$log")" | tee -a "$summary"
+	grep '^handovers' "$log" | sed "s/^/$alg       /" | tee -a "$summary"
 done

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -86,184 +87,215 @@ func buildRelease(t *testing.T, commit string) string {
 	return bin
 }
 
-// TestE2EMixedVersions runs a site mid-upgrade: gw1 and gw2 on the build
-// of the previous protocol release, gw3..gw5 on this tree, with the fast
-// path on. It checks that the new members run the site at the old protocol
-// and say why, that the old members never get a message they would drop
-// (their malformed and unknown-key counts stay 0 through SIGKILL and SIGSTOP
-// failovers), then upgrades gw1 and gw2 one at a time (SIGTERM, restart on
-// this build) until the site runs this build's protocol, and downgrades gw5
-// back, with no two leaders at any point (the journals).
+// TestE2EMixedVersions runs a rolling upgrade and a rolling downgrade, for
+// each algorithm, with the fast path on: every member starts on the build
+// of the previous protocol release, then gw1..gw5 are stopped with SIGTERM
+// and restarted on this tree one at a time, so the site runs with 4, 3, 2, 1
+// and 0 members on the release; at each stage a SIGKILL and a SIGSTOP
+// failover of whoever leads. The members of this build must run the site at
+// the old protocol and say why, and the old members must never get a
+// message they would drop (their malformed and unknown-type counts stay 0).
+// Then gw1..gw5 go back to the release one at a time, with a SIGKILL
+// failover at each stage. No two leaders at any point (the journals).
 func TestE2EMixedVersions(t *testing.T) {
 	top, _ := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	proto, commit := previousRelease(t, strings.TrimSpace(string(top)))
 	old := buildRelease(t, commit)
 	t.Logf("previous release: protocol %d at %.12s", proto, commit)
+	for _, alg := range []string{"bully", "ring"} {
+		t.Run(alg, func(t *testing.T) { rollingUpgrade(t, alg, proto, old) })
+	}
+}
 
+// mixedSite is a site whose members run this build or a release's.
+type mixedSite struct {
+	*harness.Site
+	mu    sync.Mutex
+	onOld map[string]bool
+}
+
+func (s *mixedSite) old(id string) bool { s.mu.Lock(); defer s.mu.Unlock(); return s.onOld[id] }
+
+func (s *mixedSite) oldIDs() []string {
+	var ids []string
+	for _, id := range s.IDs() {
+		if s.old(id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// restart stops id with SIGTERM and starts it again on the release's
+// build (toOld) or this one, then waits for the site to agree.
+func (s *mixedSite) restart(t *testing.T, id string, toOld bool) harness.Agreement {
+	t.Helper()
+	if err := s.Terminate(id); err != nil {
+		t.Logf("%s exited: %v", id, err)
+	}
+	s.mu.Lock()
+	s.onOld[id] = toOld
+	s.mu.Unlock()
+	if _, err := s.Start(id); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := s.WaitAgreement(s.IDs(), "", 0, 5*time.Millisecond, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cur
+}
+
+// failover takes the leader away (SIGKILL, or SIGSTOP when freeze), waits
+// for the others to agree on another, and brings it back.
+func (s *mixedSite) failover(t *testing.T, cur harness.Agreement, freeze bool) harness.Agreement {
+	t.Helper()
+	var survivors []string
+	for _, id := range s.IDs() {
+		if id != cur.Leader {
+			survivors = append(survivors, id)
+		}
+	}
+	how := map[bool]string{false: "SIGKILL", true: "SIGSTOP"}[freeze]
+	t0 := time.Now()
+	var err error
+	if freeze {
+		err = s.Freeze(cur.Leader)
+	} else {
+		err = s.Kill(cur.Leader)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := s.WaitAgreement(survivors, cur.Leader, cur.Term, 2*time.Millisecond, 20*time.Second)
+	if err != nil {
+		t.Fatalf("%s of %s with %v on the release: %v", how, cur.Leader, s.oldIDs(), err)
+	}
+	t.Logf("%s of %s (release: %v): %s leads term %d after %s", how, cur.Leader, s.oldIDs(), next.Leader, next.Term,
+		next.At.Sub(t0).Round(100*time.Microsecond))
+	if freeze {
+		err = s.Thaw(cur.Leader)
+	} else {
+		_, err = s.Start(cur.Leader)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur, err = s.WaitAgreement(s.IDs(), "", next.Term-1, 5*time.Millisecond, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return cur
+}
+
+// siteVersion waits until every member of this build reports the site's
+// version want, and the members on the release as speaking proto.
+func (s *mixedSite) siteVersion(t *testing.T, want, proto int) {
+	t.Helper()
+	below := s.oldIDs()
+	poll.UntilWhy(t, 10*time.Second, fmt.Sprintf("site protocol %d because of %v", want, below), func() (bool, string) {
+		for _, id := range s.Running() {
+			if s.old(id) {
+				continue
+			}
+			st, err := s.Proc(id).Status(t.Context())
+			if err != nil {
+				return false, err.Error()
+			}
+			if st.SiteProtocolVersion != want || st.ProtocolVersion != wire.ProtocolMax {
+				return false, fmt.Sprintf("%s: site %d, build %d", id, st.SiteProtocolVersion, st.ProtocolVersion)
+			}
+			for _, m := range st.Members {
+				wantMax := wire.ProtocolMax
+				if slices.Contains(below, m.ID) {
+					wantMax = proto
+				}
+				if m.ProtocolMax != wantMax {
+					return false, fmt.Sprintf("%s says %s speaks up to %d, want %d", id, m.ID, m.ProtocolMax, wantMax)
+				}
+			}
+		}
+		return true, ""
+	})
+}
+
+// dropped is what member id dropped as malformed or of an unknown type:
+// what it could not read.
+func (s *mixedSite) dropped(t *testing.T, id string) float64 {
+	t.Helper()
+	_, body := httpGet(t, "http://"+s.Proc(id).HTTPAddr+"/metrics")
+	samples, err := harness.ParseMetrics(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, reason := range []string{"malformed", "unknown_type"} {
+		v, _ := harness.Find(samples, "edge_election_bad_messages_total", map[string]string{"reason": reason})
+		n += v
+	}
+	return n
+}
+
+func rollingUpgrade(t *testing.T, alg string, proto int, oldBin string) {
 	ns, err := harness.StartNATSWithSystemAccount()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ns.Shutdown()
-	site := harness.NewSite(binary, ns.ClientURL(), t.TempDir(), 5, "--heartbeat", "100ms", "--preemption", "never",
-		"--nats-system-user", harness.SystemUser, "--nats-system-password", harness.SystemPassword)
-	site.Journals = true
-	var mu sync.Mutex
-	onOld := map[string]bool{"gw1": true, "gw2": true}
-	site.Command = func(id string) []string {
-		mu.Lock()
-		defer mu.Unlock()
-		if onOld[id] {
-			return []string{old}
+	s := &mixedSite{Site: harness.NewSite(binary, ns.ClientURL(), t.TempDir(), 5, "--algorithm", alg, "--heartbeat", "100ms",
+		"--preemption", "never", "--nats-system-user", harness.SystemUser, "--nats-system-password", harness.SystemPassword),
+		onOld: map[string]bool{}}
+	for _, id := range s.IDs() {
+		s.onOld[id] = true
+	}
+	s.Journals = true
+	s.Command = func(id string) []string {
+		if s.old(id) {
+			return []string{oldBin}
 		}
 		return []string{binary}
 	}
-	setOld := func(id string, v bool) { mu.Lock(); onOld[id] = v; mu.Unlock() }
-	defer site.Stop()
-	if err := site.StartAll(); err != nil {
+	defer s.Stop()
+	if err := s.StartAll(); err != nil {
 		t.Fatal(err)
 	}
-	cur, err := site.WaitAgreement(site.IDs(), "", 0, 5*time.Millisecond, 30*time.Second)
+	cur, err := s.WaitAgreement(s.IDs(), "", 0, 5*time.Millisecond, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	// siteVersion waits until every member of this build reports the
-	// site's version want, and the members below it as expected.
-	siteVersion := func(want int, below ...string) {
-		t.Helper()
-		poll.UntilWhy(t, 10*time.Second, fmt.Sprintf("site protocol %d because of %v", want, below), func() (bool, string) {
-			for _, id := range site.Running() {
-				mu.Lock()
-				isOld := onOld[id]
-				mu.Unlock()
-				if isOld {
-					continue
-				}
-				st, err := site.Proc(id).Status(t.Context())
-				if err != nil {
-					return false, err.Error()
-				}
-				if st.SiteProtocolVersion != want || st.ProtocolVersion != wire.ProtocolMax {
-					return false, fmt.Sprintf("%s: site %d, build %d", id, st.SiteProtocolVersion, st.ProtocolVersion)
-				}
-				for _, m := range st.Members {
-					wantMax := wire.ProtocolMax
-					for _, b := range below {
-						if m.ID == b {
-							wantMax = proto
-						}
-					}
-					if m.ProtocolMax != wantMax {
-						return false, fmt.Sprintf("%s says %s speaks up to %d, want %d", id, m.ID, m.ProtocolMax, wantMax)
-					}
-				}
+	for _, id := range s.IDs() {
+		cur = s.restart(t, id, false)
+		want := proto
+		if len(s.oldIDs()) == 0 {
+			want = wire.ProtocolMax
+		}
+		s.siteVersion(t, want, proto)
+		if id == "gw2" {
+			// The operator's view: each agent's build and protocol, and
+			// why the site runs below this build's.
+			out, errOut, code := runCLI(t, "status", "--nats-url", ns.ClientURL(), "--group", "site")
+			wantLine := fmt.Sprintf("protocol: the site runs %d, below the newest build's %d, because gw3, gw4, gw5 run(s) an older build", proto, wire.ProtocolMax)
+			if code != 0 || !strings.Contains(out, wantLine) || !strings.Contains(out, "PROTOCOL") {
+				t.Errorf("edge-agent status on the mixed site (exit %d):\n%s%s\nwant a line %q", code, out, errOut, wantLine)
 			}
-			return true, ""
-		})
-	}
-	// dropped is what an old member dropped as malformed or of an unknown
-	// type: what it could not read.
-	dropped := func(id string) float64 {
-		t.Helper()
-		_, body := httpGet(t, "http://"+site.Proc(id).HTTPAddr+"/metrics")
-		samples, err := harness.ParseMetrics(strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
 		}
-		n := 0.0
-		for _, reason := range []string{"malformed", "unknown_type"} {
-			v, _ := harness.Find(samples, "edge_election_bad_messages_total", map[string]string{"reason": reason})
-			n += v
-		}
-		return n
-	}
-	checkOld := func(when string) {
-		t.Helper()
-		for _, id := range []string{"gw1", "gw2"} {
-			if n := dropped(id); n != 0 {
-				t.Errorf("%s: %s (previous release) dropped %v messages it could not read", when, id, n)
+		cur = s.failover(t, cur, false)
+		cur = s.failover(t, cur, true)
+		for _, o := range s.oldIDs() {
+			if n := s.dropped(t, o); n != 0 {
+				t.Errorf("after upgrading %s: %s (previous release) dropped %v messages it could not read", id, o, n)
 			}
 		}
 	}
-	siteVersion(proto, "gw1", "gw2")
-	// The operator's view: each agent's build and protocol, and why the
-	// site runs below this build's.
-	out, errOut, code := runCLI(t, "status", "--nats-url", ns.ClientURL(), "--group", "site")
-	wantLine := fmt.Sprintf("protocol: the site runs %d, below the newest build's %d, because gw1, gw2 run(s) an older build", proto, wire.ProtocolMax)
-	if code != 0 || !strings.Contains(out, wantLine) || !strings.Contains(out, "PROTOCOL") {
-		t.Errorf("edge-agent status on the mixed site (exit %d):\n%s%s\nwant a line %q", code, out, errOut, wantLine)
+	for _, id := range s.IDs() {
+		cur = s.restart(t, id, true)
+		if len(s.oldIDs()) < len(s.IDs()) {
+			s.siteVersion(t, proto, proto)
+		}
+		cur = s.failover(t, cur, false)
+		// A member flashed back may drop what was sent to it before its
+		// first message reached the others (at most three heartbeat
+		// periods): report it.
+		t.Logf("%s, downgraded, dropped %v messages it could not read", id, s.dropped(t, id))
 	}
-
-	// Failovers on the mixed site: SIGKILL and SIGSTOP of whoever leads.
-	for i := 0; i < 6; i++ {
-		var survivors []string
-		for _, id := range site.IDs() {
-			if id != cur.Leader {
-				survivors = append(survivors, id)
-			}
-		}
-		t0 := time.Now()
-		if i%2 == 0 {
-			err = site.Kill(cur.Leader)
-		} else {
-			err = site.Freeze(cur.Leader)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		next, err := site.WaitAgreement(survivors, cur.Leader, cur.Term, 2*time.Millisecond, 20*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s of %s: %s leads term %d after %s", map[bool]string{true: "SIGKILL", false: "SIGSTOP"}[i%2 == 0],
-			cur.Leader, next.Leader, next.Term, next.At.Sub(t0).Round(100*time.Microsecond))
-		if i%2 == 0 {
-			_, err = site.Start(cur.Leader)
-		} else {
-			err = site.Thaw(cur.Leader)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cur, err = site.WaitAgreement(site.IDs(), "", next.Term-1, 5*time.Millisecond, 20*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
-	checkOld("after the failovers")
-
-	// The rolling upgrade of the two old members, one at a time.
-	for i, id := range []string{"gw1", "gw2"} {
-		if err := site.Terminate(id); err != nil {
-			t.Logf("%s exited: %v", id, err)
-		}
-		setOld(id, false)
-		if _, err := site.Start(id); err != nil {
-			t.Fatal(err)
-		}
-		if cur, err = site.WaitAgreement(site.IDs(), "", 0, 5*time.Millisecond, 20*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			siteVersion(proto, "gw2")
-		}
-	}
-	siteVersion(wire.ProtocolMax)
-
-	// A downgrade: gw5 back to the previous release.
-	if err := site.Terminate("gw5"); err != nil {
-		t.Logf("gw5 exited: %v", err)
-	}
-	setOld("gw5", true)
-	if _, err := site.Start("gw5"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := site.WaitAgreement(site.IDs(), "", 0, 5*time.Millisecond, 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	siteVersion(proto, "gw5")
-	// gw5 may drop what was sent to it before its first message reached
-	// the others (at most three heartbeat periods): report it.
-	t.Logf("gw5, downgraded, dropped %v messages it could not read", dropped("gw5"))
-	checkJournals(t, site)
+	checkJournals(t, s.Site)
 }

@@ -193,3 +193,33 @@ func overlap(iv []Interval) (time.Duration, []string) {
 	}
 	return time.Duration(total), pairs
 }
+
+// Gaps returns the spans within [from, to] (Unix nanoseconds) during which
+// no agent held a valid lease: the site had no leader. Each is an Interval
+// without ID or Term.
+func Gaps(iv []Interval, from, to int64) []Interval {
+	s := make([]Interval, len(iv))
+	copy(s, iv)
+	sort.Slice(s, func(a, b int) bool { return s[a].Start < s[b].Start })
+	var out []Interval
+	at := from // covered up to here
+	for _, i := range s {
+		if i.End <= at {
+			continue
+		}
+		if i.Start > at {
+			if i.Start >= to {
+				break
+			}
+			out = append(out, Interval{Start: at, End: i.Start})
+		}
+		at = i.End
+		if at >= to {
+			return out
+		}
+	}
+	if at < to {
+		out = append(out, Interval{Start: at, End: to})
+	}
+	return out
+}

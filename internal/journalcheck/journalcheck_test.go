@@ -58,3 +58,31 @@ func TestReadIgnoresTornLastLine(t *testing.T) {
 		t.Fatal("a bad line in the middle must be an error")
 	}
 }
+
+func TestGaps(t *testing.T) {
+	iv := []Interval{
+		{ID: "b", Start: 50, End: 80},
+		{ID: "a", Start: 10, End: 40},
+		{ID: "c", Start: 60, End: 70}, // inside b's
+		{ID: "d", Start: 90, End: 200},
+	}
+	got := Gaps(iv, 0, 150)
+	want := []Interval{{Start: 0, End: 10}, {Start: 40, End: 50}, {Start: 80, End: 90}}
+	if len(got) != len(want) {
+		t.Fatalf("gaps %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("gaps %+v, want %+v", got, want)
+		}
+	}
+	if g := Gaps(iv, 20, 35); len(g) != 0 {
+		t.Errorf("inside one lease: %+v", g)
+	}
+	if g := Gaps(iv, 210, 300); len(g) != 1 || g[0] != (Interval{Start: 210, End: 300}) {
+		t.Errorf("after every lease: %+v", g)
+	}
+	if g := Gaps(nil, 5, 7); len(g) != 1 || g[0] != (Interval{Start: 5, End: 7}) {
+		t.Errorf("no lease at all: %+v", g)
+	}
+}
