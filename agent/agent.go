@@ -520,6 +520,7 @@ func (a *Agent) step(m election.Message) bool {
 	if m.Type == election.MsgHeartbeat && m.Conn != "" {
 		a.fast.leaderConn[m.From] = m.Conn
 	}
+	a.traceMessage("received", m)
 	if serr := a.node.Step(m); serr != nil {
 		a.countRejected(serr)
 	}
@@ -623,6 +624,17 @@ func (a *Agent) checkTerm(m election.Message) string {
 			"term", m.Term, "own_term", a.lease.term.Load(), "allowed", limit)
 	}
 	return ReasonTermJump
+}
+
+// traceMessage logs an election message at debug level: the exchange of an
+// election, read from every member's log, is how a slow one is explained.
+// The steady heartbeats and acknowledgements are left out.
+func (a *Agent) traceMessage(dir string, m election.Message) {
+	if !m.Type.IsElectionTraffic() || !a.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	a.log.Debug("election message "+dir, "type", m.Type.String(), "from", m.From, "to", m.To, "term", m.Term,
+		"seq", m.Seq, "granted", m.Granted, "nominee", m.Nominee, "candidate", m.Candidate)
 }
 
 func (a *Agent) countRejected(err error) {
@@ -757,6 +769,7 @@ func (a *Agent) sendReady(rd election.Ready, withhold bool) {
 				a.core.sentAt[m.Seq] = sendAt
 			}
 		}
+		a.traceMessage("sent", m)
 		if err := a.in.bus.Send(m); err != nil {
 			a.log.Debug("send failed", "type", m.Type, "err", err)
 		}
