@@ -171,3 +171,34 @@ func TestDrainedMembersAboveCandidateAllVote(t *testing.T) {
 		runNeverLeads(s, "n4", 200)
 	})
 }
+
+// A drained Ring member that believes every other member drained (it
+// learned so as leader, and one of them was undrained since) expects no one
+// to stand; it must still tell the members in view that it is alive, as a
+// drained member that expects someone does: the one member that may stand
+// otherwise presumes it dead, routes its rounds around it, and with every
+// other member in the same state the site stays leaderless (the checker
+// found that with n=3, two members drained).
+func TestRingDrainedMemberWithStaleViewStillAnnouncesItself(t *testing.T) {
+	members := []Member{{ID: "n1", Priority: 1}, {ID: "n2", Priority: 2}, {ID: "n3", Priority: 3}}
+	cfg := testConfig("n3", members)
+	cfg.Drained = true
+	n, err := NewRing(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := n.(*core)
+	c.peerDrained["n1"], c.peerDrained["n2"] = true, true // stale: n1 was undrained since
+	told := map[string]bool{}
+	for range 3 * cfg.ElectionTicks {
+		n.Tick()
+		for _, m := range n.Ready().Messages {
+			if m.Type == MsgPreVoteReply && m.Granted && m.Seq == 0 {
+				told[m.To] = true
+			}
+		}
+	}
+	if !told["n1"] || !told["n2"] {
+		t.Fatalf("in 3 D without a leader the drained member told %v that it is alive, want n1 and n2", told)
+	}
+}

@@ -127,22 +127,25 @@ func (r *ring) startElection(expected string) {
 		return
 	}
 	r.champ, r.expect = "", expected
-	if expected == "" {
-		r.phase = ringIdle // drained, and no one else to wait for
-		return
-	}
 	if !c.mayStand() {
 		// Drained: the others may expect this member to start the round
 		// (they do not know it is drained). Tell every member in view that
 		// it is alive (its unasked pre-vote), so that the round one of
 		// them starts once its wait for this member ends passes through it
 		// for its vote rather than skipping it. It does so every D while
-		// no leader is heard.
+		// no leader is heard, also when it expects no one: what it knows
+		// of the others being drained may be stale (learned as leader,
+		// before one of them was undrained), and the only member that may
+		// stand would otherwise never hear from it.
 		for _, m := range c.members {
 			if m.ID != c.self.ID && !r.presumedDead(m.ID) {
 				c.suspect(m.ID)
 			}
 		}
+	}
+	if expected == "" {
+		r.phase = ringIdle // drained, and no one else to wait for
+		return
 	}
 	r.setPhase(ringAwait, c.now+int64(c.cfg.AnswerTicks))
 }
