@@ -520,7 +520,7 @@ func (a *Agent) step(m election.Message) bool {
 	if m.Type == election.MsgHeartbeat && m.Conn != "" {
 		a.fast.leaderConn[m.From] = m.Conn
 	}
-	a.traceMessage("received", m)
+	a.traceMessage("in", m)
 	if serr := a.node.Step(m); serr != nil {
 		a.countRejected(serr)
 	}
@@ -628,7 +628,9 @@ func (a *Agent) checkTerm(m election.Message) string {
 
 // traceMessage logs an election message at debug level: the exchange of an
 // election, read from every member's log, is how a slow one is explained.
-// The steady heartbeats and acknowledgements are left out.
+// The steady heartbeats and acknowledgements are left out. "out" is logged
+// as the message is handed to the bus, which holds back a type the site's
+// protocol version does not have yet (wire.Speaks).
 func (a *Agent) traceMessage(dir string, m election.Message) {
 	if !m.Type.IsElectionTraffic() || !a.log.Enabled(context.Background(), slog.LevelDebug) {
 		return
@@ -769,7 +771,7 @@ func (a *Agent) sendReady(rd election.Ready, withhold bool) {
 				a.core.sentAt[m.Seq] = sendAt
 			}
 		}
-		a.traceMessage("sent", m)
+		a.traceMessage("out", m)
 		if err := a.in.bus.Send(m); err != nil {
 			a.log.Debug("send failed", "type", m.Type, "err", err)
 		}
