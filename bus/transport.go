@@ -346,16 +346,32 @@ func (t *NATSTransport) Send(m election.Message) error {
 	if m.From != t.self {
 		return fmt.Errorf("bus: send: from %q is not this member %q", m.From, t.self)
 	}
-	var ep, n uint64
-	if t.signing != nil {
-		ep, n = t.signing.Next()
-	}
 	level := wire.ProtocolMin
 	if t.proto != nil {
 		level = t.proto.level(m.To, time.Now())
 	}
 	if !wire.Speaks(m.Type, level) {
-		return nil // its receiver (a broadcast: some member) speaks an older protocol; see wire.Speaks
+		// Its receiver speaks an older protocol (see wire.Speaks). A
+		// broadcast still reaches, one by one, the members that speak it:
+		// on a site mid-upgrade the upgraded members get what the others
+		// would drop.
+		if m.To != "" || t.proto == nil {
+			return nil
+		}
+		for id := range t.members {
+			if id != t.self && wire.Speaks(m.Type, t.proto.level(id, time.Now())) {
+				d := m
+				d.To = id
+				if err := t.Send(d); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	var ep, n uint64
+	if t.signing != nil {
+		ep, n = t.signing.Next()
 	}
 	data, err := wire.EncodeAt(t.group, m, ep, n, level)
 	if err != nil {

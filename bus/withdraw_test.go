@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -12,10 +13,11 @@ import (
 	"github.com/edge-agent/edge-agent/election"
 )
 
-// A WITHDRAW (protocol 2) goes out only once every member of the group
-// speaks protocol 2: while one of them may run a build of protocol 1, which
-// would drop it as an unknown type, it is not sent at all; the other
-// messages are sent as before.
+// A WITHDRAW (protocol 2) is broadcast once every member of the group speaks
+// protocol 2. While one of them may run a build of protocol 1, which would
+// drop it as an unknown type, it goes instead as a direct message to each
+// member that announced protocol 2, and to no other; the other messages are
+// sent as before.
 func TestWithdrawSentOnlyAtProtocol2(t *testing.T) {
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
 	if err != nil {
@@ -45,6 +47,10 @@ func TestWithdrawSentOnlyAtProtocol2(t *testing.T) {
 	watcher := connect()
 	got := make(chan *nats.Msg, 16)
 	if _, err := watcher.ChanSubscribe(wire.BroadcastSubject(agent.DefaultSubjectPrefix, "g", "gw1"), got); err != nil {
+		t.Fatal(err)
+	}
+	direct := make(chan *nats.Msg, 16)
+	if _, err := watcher.ChanSubscribe(wire.DirectSubject(agent.DefaultSubjectPrefix, "g", "gw1", "*"), direct); err != nil {
 		t.Fatal(err)
 	}
 	if err := watcher.Flush(); err != nil {
@@ -83,13 +89,21 @@ func TestWithdrawSentOnlyAtProtocol2(t *testing.T) {
 		}
 	}
 	if a, b := next(), next(); a != "resign" || b != "" {
-		t.Fatalf("site at protocol 1: published %q then %q, want resign only", a, b)
+		t.Fatalf("site at protocol 1: broadcast %q then %q, want resign only", a, b)
+	}
+	var to []string
+	for len(direct) > 0 {
+		m := <-direct
+		to = append(to, m.Subject[strings.LastIndex(m.Subject, ".")+1:])
+	}
+	if len(to) != 1 || to[0] != "gw2" {
+		t.Fatalf("site at protocol 1: the withdraw went directly to %v, want [gw2] (gw3 may run protocol 1)", to)
 	}
 	proto.announced(wire.Announcement{From: "gw3", Min: 1, Max: 2}, now)
 	if err := tr.Send(withdraw); err != nil {
 		t.Fatal(err)
 	}
-	if a := next(); a != "withdraw" {
-		t.Fatalf("site at protocol 2: published %q, want withdraw", a)
+	if a := next(); a != "withdraw" || len(direct) != 0 {
+		t.Fatalf("site at protocol 2: broadcast %q and %d direct messages, want one withdraw broadcast", a, len(direct))
 	}
 }

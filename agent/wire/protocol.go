@@ -161,9 +161,10 @@ var typeSince = map[election.MsgType]int{
 // Speaks reports whether a member speaking protocol level understands
 // messages of type t. A message it does not is never sent to it: dropped
 // as an unknown type, it would be counted as bad input, and a type's
-// meaning may rest on rules of its own protocol. A broadcast goes only when
-// the site's version has it: a WITHDRAW below protocol 2 is not sent, and
-// its voters wait out D as builds of protocol 1 do.
+// meaning may rest on rules of its own protocol. A broadcast of a type the
+// site's version lacks goes as direct messages to the members that speak
+// it (bus.NATSTransport.Send): a WITHDRAW on a site mid-upgrade frees the
+// upgraded voters, and the older ones wait out D as builds of protocol 1 do.
 func Speaks(t election.MsgType, level int) bool { return level >= typeSince[t] }
 
 // ReasonProtocolMismatch: the sender announced a protocol range that does
