@@ -1264,6 +1264,9 @@ func (c *core) stepResign(m Message) error {
 	}
 	c.released = true
 	c.nominee = m.Nominee
+	if c.witness[m.Nominee] {
+		c.nominee = "" // a leader whose list lacks the witness: proceed as if it named no one
+	}
 	c.setLeader("")
 	c.markDown(m.From)
 	if m.Nominee == c.self.ID {

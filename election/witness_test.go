@@ -204,3 +204,31 @@ func TestWitnessConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestWitnessNominatedByLeaderWithoutTheList: a leader whose list lacks the
+// witness (its config not yet changed), and that ignores the drained flag
+// of acknowledgements, names the witness in a transfer. The witness
+// declines, and the other members do not wait for it: the other gateway
+// leads within the answer timeout.
+func TestWitnessNominatedByLeaderWithoutTheList(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 3, newNode, func(cfg *Config) {
+			cfg.Preemption = PreemptNever
+			if cfg.ID != "n2" {
+				cfg.Witnesses = []string{"n3"}
+			}
+		})
+		s.rewrite = func(m Message) Message { m.Drained = false; return m }
+		s.runUntil(settle, "first leader", func() bool { l, ok := s.agreed(); return ok && l == "n2" })
+		if err := s.nodes["n2"].Resign("n3"); err != nil {
+			t.Fatalf("transfer to n3 by a leader that does not know it is a witness: %v", err)
+		}
+		s.collect("n2")
+		s.stabilize()
+		took := s.runUntil(settle, "a gateway leads", func() bool { l, ok := s.agreed(); return ok && l != "n3" })
+		if limit := s.cfgs["n1"].AnswerTicks; took >= limit {
+			t.Errorf("a gateway led %d ticks after the transfer, want under the answer timeout (%d)", took, limit)
+		}
+		runNeverLeads(s, "n3", 200)
+	})
+}
