@@ -55,7 +55,8 @@
 // witness at once, and the witness votes in it once it has been round.
 // What only a member that stands sends (heartbeat, COORDINATOR, pre-vote
 // request, RESIGN, WITHDRAW, OK, a token for it) is dropped when it comes
-// from a witness: members whose lists differ cannot elect one.
+// from a witness, and a RESIGN naming a witness is taken as naming no one:
+// members whose lists differ cannot elect one, nor wait for one.
 //
 // # Bully
 //
