@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +41,15 @@ func startWitnessSite(t *testing.T, algorithm string) *witnessSite {
 		"--algorithm", algorithm, "--heartbeat", "100ms", "--heartbeat-misses", "10", "--witnesses", witnessID)
 	site.Members = "gw1=1,gw2=2," + witnessID + "=3"
 	site.Journals = true
+	// The witness is given a duty and a VIP on an interface it does not
+	// have, as a site file shared with the gateways would: it starts, and
+	// warns that it ignores them.
+	site.MemberArgs = func(id string) []string {
+		if id != witnessID {
+			return nil
+		}
+		return []string{"--leader-command", "/nonexistent/duty", "--leader-vip", "192.0.2.10/24@nosuchif0"}
+	}
 	logs := &lineLog{}
 	site.Log = logs
 	t.Cleanup(func() {
@@ -55,6 +66,10 @@ func startWitnessSite(t *testing.T, algorithm string) *witnessSite {
 	t.Cleanup(site.Stop)
 	if err := site.StartAll(); err != nil {
 		t.Fatal(err)
+	}
+	const warn = "this member is a witness: it never leads, so the leader duty and virtual IPs of the config (leader.*) are ignored"
+	if n := logs.count(`"level":"WARN"`, warn); n != 1 {
+		t.Errorf("%d WARN lines %q at start, want 1 (from the witness)", n, warn)
 	}
 	return &witnessSite{t: t, site: site, nats: []string{"--nats-url", ns.ClientURL(), "--group", "site"}}
 }
@@ -256,5 +271,40 @@ func (w *witnessSite) checkReports() {
 	out, errOut, code = runCLI(t, append([]string{"transfer", witnessID}, w.nats...)...)
 	if want := fmt.Sprintf("%s is a witness of group %q: it votes but never leads", witnessID, "site"); code != 1 || !strings.Contains(errOut, want) {
 		t.Errorf("transfer to the witness: exit %d, %q %q; want exit 1 and %q", code, out, errOut, want)
+	}
+}
+
+// TestE2EWitnessConfigRefused: run and check-config exit 2 with one line
+// naming the key for a witness that is not a member and for a group of
+// witnesses only.
+func TestE2EWitnessConfigRefused(t *testing.T) {
+	dir := t.TempDir()
+	base := "id: gw1\ngroup: site\nmembers: gw1,gw2,wit\nstate_dir: " + dir + "\nnats:\n  urls: [nats://127.0.0.1:4222]\n"
+	file := func(name, extra string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(base+extra), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good, all := file("good.yaml", "witnesses: [wit]\n"), file("all.yaml", "witnesses: [gw1, gw2, wit]\n")
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"check-config", "--config", good}, 0, "witnesses: wit (this member is a gateway)"},
+		{[]string{"run", "--config", good, "--witnesses", "gw9"}, 2, `--witnesses: "gw9" is not in members`},
+		{[]string{"check-config", "--config", all}, 2, "line 7: witnesses: every member is a witness"},
+		{[]string{"run", "--config", all}, 2, "line 7: witnesses: every member is a witness"},
+	} {
+		out, errOut, code := runCLI(t, tc.args...)
+		got := out + errOut
+		if code != tc.code || !strings.Contains(got, tc.want) {
+			t.Errorf("%v: exit %d, %q; want exit %d and %q", tc.args, code, got, tc.code, tc.want)
+		}
+		if tc.code == 2 && strings.Count(strings.TrimSpace(got), "\n") > 0 {
+			t.Errorf("%v: want one line, got %q", tc.args, got)
+		}
 	}
 }
