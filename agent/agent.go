@@ -282,6 +282,7 @@ func newNode(cfg Config, hs election.HardState) (election.Node, error) {
 		HoldDownTicks:  int(cfg.HoldDown / tick),
 		Backoff:        newTickBackoff(cfg.Heartbeat, tick, cfg.SuspectAfter()),
 		HardState:      hs,
+		Witnesses:      cfg.Witnesses,
 	}
 	switch cfg.Preemption {
 	case PreemptNever:
@@ -942,7 +943,7 @@ func (a *Agent) Status() StatusReport {
 	a.maintenanceStatus(&r)
 	tick := a.cfg.Tick()
 	for _, m := range st.Members {
-		mr := MemberReport{ID: m.ID, Priority: m.Priority, Alive: m.Alive, LastSeenMS: -1, Drained: m.Drained}
+		mr := MemberReport{ID: m.ID, Priority: m.Priority, Alive: m.Alive, LastSeenMS: -1, Drained: m.Drained, Witness: m.Witness}
 		if m.TicksSinceSeen >= 0 {
 			mr.LastSeenMS = (time.Duration(m.TicksSinceSeen) * tick).Milliseconds()
 		}

@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,10 @@ type Config struct {
 	Group string
 	// Members is the static membership of the group.
 	Members []election.Member
+	// Witnesses names the members that vote and acknowledge heartbeats
+	// but never lead (election.Config.Witnesses), the same on every
+	// member. At least one member is not a witness.
+	Witnesses []string
 	// Algorithm is "bully" (default) or "ring".
 	Algorithm string
 	// Quorum is the number of members whose votes (and acknowledgements) a
@@ -158,8 +163,33 @@ func (c *Config) validateMembers() error {
 	if !self {
 		return fmt.Errorf("id: %q is not in members", c.ID)
 	}
+	return c.validateWitnesses(seen)
+}
+
+// validateWitnesses checks that every witness is a member, listed once, and
+// that some member may lead.
+func (c *Config) validateWitnesses(member map[string]bool) error {
+	witness := map[string]bool{}
+	for _, w := range c.Witnesses {
+		if !member[w] {
+			return fmt.Errorf("witnesses: %q is not in members", w)
+		}
+		if witness[w] {
+			return fmt.Errorf("witnesses: %q is listed twice", w)
+		}
+		witness[w] = true
+	}
+	switch {
+	case len(witness) > 0 && len(c.Members) == 1:
+		return fmt.Errorf("witnesses: %q is the only member: a witness never leads, so the group would have no leader", c.Witnesses[0])
+	case len(witness) == len(c.Members) && len(witness) > 0:
+		return errors.New("witnesses: every member is a witness: a witness never leads, so the group would have no leader; at least one member must not be a witness")
+	}
 	return nil
 }
+
+// IsWitness reports whether member id is a witness.
+func (c *Config) IsWitness(id string) bool { return slices.Contains(c.Witnesses, id) }
 
 // validateChoices checks the algorithm, the preemption and the subject
 // prefix.

@@ -133,6 +133,9 @@ func (a *Agent) initMaintenance() error {
 		Help: "1 while another process speaks with this member's id: this one stands aside (no vote, no acknowledgement, never leads)."})
 	a.maint.dupTotal = f.NewCounter(prometheus.CounterOpts{Name: "edge_election_duplicate_id_total",
 		Help: "Announcements heard from another process with this member's id."})
+	witness := f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_witness",
+		Help: "1 when this member is a witness (witnesses): it votes and acknowledges heartbeats but never leads."})
+	boolGauge(witness, a.cfg.IsWitness(a.cfg.ID))
 	// One ERROR per D while the duplicate speaks (the first at once).
 	a.maint.dupLog = ratelimit.NewLimiter(1/max(a.cfg.SuspectAfter(), time.Second).Seconds(), 1, 1)
 	if ds, ok := a.store.(DrainStore); ok {
@@ -271,6 +274,7 @@ func keepDuringQuarantine(m election.Message) bool { return m.Type == election.M
 // maintenanceStatus fills the status fields of drain.go.
 func (a *Agent) maintenanceStatus(r *StatusReport) {
 	r.Drained = a.maint.drained.Load()
+	r.Witness = a.cfg.IsWitness(a.cfg.ID)
 	r.DuplicateInstance = a.duplicateInstance()
 	if r.Leader == "" {
 		r.NoLeaderReason = a.standAsideReason()

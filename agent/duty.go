@@ -59,6 +59,9 @@ func (a *Agent) attachDuty() error {
 	if a.work.duty == nil {
 		return nil
 	}
+	if a.cfg.IsWitness(a.cfg.ID) {
+		return fmt.Errorf("agent: WithDuty: %q is a witness: it never leads, so it runs no duty", a.cfg.ID)
+	}
 	h := duty.Host{
 		ID: a.cfg.ID, Group: a.cfg.Group,
 		Timing:       a.cfg.DutyTiming(),

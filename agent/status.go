@@ -44,6 +44,9 @@ type StatusReport struct {
 	// Drained is true while this member is drained (edge-agent drain): it
 	// never stands for election until undrained.
 	Drained bool `json:"drained"`
+	// Witness is true when this member is a witness (witnesses): it votes
+	// and acknowledges heartbeats but never leads; its role stays follower.
+	Witness bool `json:"witness"`
 	// DuplicateInstance names another process heard speaking with this
 	// member's id, while this one stands aside because of it.
 	DuplicateInstance string `json:"duplicate_instance,omitempty"`
@@ -80,4 +83,6 @@ type MemberReport struct {
 	// Drained: the member is drained, as far as the reporting agent knows
 	// (itself, or a leader told by the member's acknowledgements).
 	Drained bool `json:"drained,omitempty"`
+	// Witness: the member is a witness (the group's witnesses list).
+	Witness bool `json:"witness"`
 }

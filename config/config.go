@@ -76,6 +76,11 @@ type Config struct {
 	Push edge.PushConfig
 	// Duty is the leader duty; zero when there is none.
 	Duty agent.DutyConfig
+	// DutyIgnored is set when this member is a witness and the config
+	// names a leader duty or virtual IPs: a witness never leads, so they
+	// are dropped (Duty is zero) and the agent warns at start. The same
+	// site config file can then serve every member, the witness included.
+	DutyIgnored bool
 }
 
 // Error is a mistake in the configuration (flags or file). Its message is

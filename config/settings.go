@@ -30,6 +30,7 @@ func (l *loader) coreSettings() []setting {
 		{"id", "id", "this gateway's member `ID` (must be in members)", text(&a.ID)},
 		{"group", "group", "election group `NAME`", text(&a.Group)},
 		{"members", "members", "the group's members, `ID[=PRIORITY],...` (priority defaults to 0)", members{&a.Members}},
+		{"witnesses", "witnesses", "the members that vote but never lead (a two-gateway site's third vote), `ID[,ID...]`; the same on every member", idList{&a.Witnesses}},
 		{"algorithm", "algorithm", "election `ALGORITHM`: bully or ring (default bully)", text(&a.Algorithm)},
 		{"quorum", "quorum", "quorum `SIZE`, or none for island mode (default a majority of members)", quorum{a}},
 		{"nats.urls", "nats-url", "NATS server `URL[,URL...]` (nats:// or tls://)", urls{&c.NATSURLs, checkNATSURL, "URL"}},

@@ -173,6 +173,14 @@ func (l *loader) finishOps() error {
 		c.Duty = agent.DutyConfig{}
 		return nil
 	}
+	if c.Agent.IsWitness(c.Agent.ID) {
+		// A witness never leads: its duty and VIPs would never run. They
+		// are dropped unchecked (a witness box need not have the duty's
+		// program or the VIP's interface), so one site file serves every
+		// member; run warns, check-config says so.
+		c.Duty, c.DutyIgnored = agent.DutyConfig{}, true
+		return nil
+	}
 	if err := d.Validate(c.Agent); err != nil {
 		return l.keyedError(err)
 	}
@@ -285,6 +293,16 @@ func (c *Config) Describe(w io.Writer) {
 	}
 	if a.IslandMode {
 		fmt.Fprintln(w, "warning: quorum: none (island mode): a partition can elect two leaders")
+	}
+	if len(a.Witnesses) > 0 {
+		role := "a gateway"
+		if a.IsWitness(a.ID) {
+			role = "a witness: it votes and acknowledges heartbeats but never leads"
+		}
+		fmt.Fprintf(w, "witnesses: %s (this member is %s)\n", strings.Join(a.Witnesses, ", "), role)
+	}
+	if c.DutyIgnored {
+		fmt.Fprintln(w, "note: this member is a witness: the leader duty and virtual IPs (leader.*) are ignored")
 	}
 	if c.Push.URL != "" {
 		fmt.Fprintf(w, "pushing metrics to %s every %s (job %s, group %s, instance %s)\n",

@@ -294,6 +294,43 @@ func parsePriority(s string) (int, error) {
 	return p, nil
 }
 
+// idList sets a list of member ids: "a,b" as text; in the file also a list
+// of strings. The ids themselves are checked by agent.Config.Validate.
+type idList struct{ p *[]string }
+
+func (l idList) set(s string) error {
+	if strings.TrimSpace(s) == "" {
+		*l.p = nil
+		return nil
+	}
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			return fmt.Errorf("%q: empty member id between commas", s)
+		}
+		out = append(out, v)
+	}
+	*l.p = out
+	return nil
+}
+
+func (l idList) setNode(n *yaml.Node) error {
+	if n.Kind != yaml.SequenceNode {
+		return nodeErrorf(n, "must be a list of member ids or a string \"a,b\", not a %s", kindName(n))
+	}
+	out := make([]string, 0, len(n.Content))
+	for _, item := range n.Content {
+		item = resolve(item)
+		if item.Kind != yaml.ScalarNode {
+			return nodeErrorf(item, "each member id must be a string, not a %s", kindName(item))
+		}
+		out = append(out, strings.TrimSpace(item.Value))
+	}
+	*l.p = out
+	return nil
+}
+
 // urls sets a list of URLs, each checked: "A[,B...]" as text; in the file
 // also a list. item names an element in the error about an empty one.
 type urls struct {

@@ -65,6 +65,9 @@ func (b *bully) onDeadline() {
 			if m.ID == c.self.ID {
 				break
 			}
+			if c.witness[m.ID] {
+				continue // it never answers OK: asking it would only cost the wait
+			}
 			c.send(Message{Type: MsgElection, To: m.ID, Term: c.hs.Term})
 			sent = true
 		}

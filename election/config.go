@@ -77,6 +77,14 @@ type Config struct {
 	// Drained starts the node drained (see Node.Drain): a member whose
 	// drained flag was persisted does not stand even once after a restart.
 	Drained bool
+	// Witnesses names the members that vote, pre-vote and acknowledge
+	// heartbeats but never lead (a two-gateway site's third vote). Every
+	// member is given the same list. A witness never stands, whatever
+	// Drain says; every member knows the witnesses from the start, so none
+	// waits for a witness to stand and no leader hands leadership to one.
+	// Quorum counts witnesses like any member. At least one member must
+	// not be a witness.
+	Witnesses []string
 }
 
 // validate checks c and fills defaults; it returns one precise error per rule.
@@ -99,6 +107,19 @@ func (c *Config) validate() error {
 	}
 	if !seen[c.ID] {
 		return fmt.Errorf("election: id %q is not a member", c.ID)
+	}
+	witness := make(map[string]bool, len(c.Witnesses))
+	for _, w := range c.Witnesses {
+		if !seen[w] {
+			return fmt.Errorf("election: witness %q is not a member", w)
+		}
+		if witness[w] {
+			return fmt.Errorf("election: witness %q listed twice", w)
+		}
+		witness[w] = true
+	}
+	if len(witness) == len(c.Members) {
+		return errors.New("election: every member is a witness: no member may lead")
 	}
 	if c.Quorum == 0 {
 		c.Quorum = Majority(len(c.Members))

@@ -127,6 +127,9 @@ type core struct {
 	// hands leadership to none of them.
 	drained     bool
 	peerDrained map[string]bool
+	// witness: the members that never lead (Config.Witnesses), known to
+	// every member from the start.
+	witness map[string]bool
 
 	msgs   []Message
 	events []Event
@@ -167,21 +170,25 @@ func newCore(cfg Config) (*core, error) {
 	c.goneAt = neverTick
 	c.drained = cfg.Drained
 	c.peerDrained = make(map[string]bool)
+	c.witness = make(map[string]bool, len(cfg.Witnesses))
+	for _, w := range cfg.Witnesses {
+		c.witness[w] = true
+	}
 	return c, nil
 }
 
 // mayStand reports whether this member may stand for election: it is not
-// drained. Every path to candidacy (proclaim, a Ring round, a nomination)
-// goes through stand or is guarded by it.
-func (c *core) mayStand() bool { return !c.drained }
+// drained and not a witness. Every path to candidacy (proclaim, a Ring
+// round, a nomination) goes through stand or is guarded by it.
+func (c *core) mayStand() bool { return !c.drained && !c.witness[c.self.ID] }
 
-// mayLead reports whether id may be handed leadership: as far as this node
-// knows, it is not drained.
+// mayLead reports whether id may be handed leadership: it is not a witness
+// and, as far as this node knows, not drained.
 func (c *core) mayLead(id string) bool {
 	if id == c.self.ID {
 		return c.mayStand()
 	}
-	return !c.peerDrained[id]
+	return !c.peerDrained[id] && !c.witness[id]
 }
 
 // markDown records that id is believed down now; markUp that it is alive.
@@ -304,7 +311,11 @@ func (c *core) Ready() Ready {
 func (c *core) Status() Status {
 	st := Status{ID: c.self.ID, Role: c.role, Leader: c.leader, Term: c.hs.Term, Quorum: int(c.quorum)}
 	for _, m := range c.members {
-		ms := MemberStatus{Member: m, Alive: c.alive(m.ID), TicksSinceSeen: -1, Drained: !c.mayLead(m.ID)}
+		drained := c.peerDrained[m.ID] && !c.witness[m.ID] // a witness's acknowledgements always say drained
+		if m.ID == c.self.ID {
+			drained = c.drained
+		}
+		ms := MemberStatus{Member: m, Alive: c.alive(m.ID), TicksSinceSeen: -1, Drained: drained, Witness: c.witness[m.ID]}
 		if c.lastSeen[m.ID] >= 0 {
 			ms.TicksSinceSeen = int(c.now - c.lastSeen[m.ID])
 		}
@@ -735,6 +746,9 @@ func (c *core) resign(nominee string, reason Reason) error {
 	if nominee != "" && (!c.isMember(nominee) || nominee == c.self.ID) {
 		return fmt.Errorf("election: cannot hand over to %q", nominee)
 	}
+	if nominee != "" && c.witness[nominee] {
+		return fmt.Errorf("%w: %q", ErrWitness, nominee)
+	}
 	if nominee != "" && !c.mayLead(nominee) {
 		return fmt.Errorf("%w: %q", ErrDrained, nominee)
 	}
@@ -898,6 +912,12 @@ func (c *core) Step(m Message) error {
 	if m.Term > MaxTerm {
 		return fmt.Errorf("%w: term %d above MaxTerm", ErrBadMessage, m.Term)
 	}
+	if c.witness[m.From] && standingType(m.Type) {
+		// A witness never stands or leads: only a member whose own config
+		// does not name it a witness sends this. Dropped, so that it can
+		// never be elected while the lists differ.
+		return fmt.Errorf("%w: %v from %q, a witness (do all members list the same witnesses?)", ErrBadMessage, m.Type, m.From)
+	}
 	if err := c.dispatch(m); err != nil {
 		return err
 	}
@@ -930,6 +950,16 @@ func (c *core) dispatch(m Message) error {
 		return c.alg.step(m)
 	}
 	return fmt.Errorf("%w: type %v", ErrBadMessage, m.Type)
+}
+
+// standingType reports whether messages of type t are sent only by a member
+// that stands for election or leads.
+func standingType(t MsgType) bool {
+	switch t {
+	case MsgHeartbeat, MsgCoordinator, MsgPreVote, MsgResign, MsgWithdraw, MsgOK:
+		return true
+	}
+	return false
 }
 
 // preTermType reports whether messages of type t may carry term 0.
@@ -1196,8 +1226,10 @@ func (c *core) stepVote(m Message) error {
 		}
 		if !m.Granted {
 			c.refusals[m.From] = true
-			if c.outranks(m.From, c.self.ID) {
+			if c.outranks(m.From, c.self.ID) && !c.witness[m.From] {
 				// A higher-ranked member is alive and standing: wait for it.
+				// (A witness refuses only a second vote in a term; it never
+				// stands, so there is nothing to wait for.)
 				c.role = Follower
 				c.votes, c.refusals = nil, nil
 				c.alg.startElection(m.From)
@@ -1232,6 +1264,9 @@ func (c *core) stepResign(m Message) error {
 	}
 	c.released = true
 	c.nominee = m.Nominee
+	if c.witness[m.Nominee] {
+		c.nominee = "" // a leader whose list lacks the witness: proceed as if it named no one
+	}
 	c.setLeader("")
 	c.markDown(m.From)
 	if m.Nominee == c.self.ID {

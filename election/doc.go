@@ -41,6 +41,23 @@
 // unasked to the member they expect to stand, so a failover costs no extra
 // round.
 //
+// # Witnesses
+//
+// Config.Witnesses names members that vote but never lead: a two-gateway
+// site's third vote. A witness pre-votes, votes (COORDINATORs and Ring
+// tokens) and acknowledges heartbeats, so quorum and leases count it like any
+// member; it never stands, through the drained member's path (mayStand),
+// which Drain(false) does not undo. Unlike a drained member it is known to
+// every member from the start (mayLead): no member waits for a witness to
+// proclaim or to start a Ring round, sends it an ELECTION or waits on its
+// refusal, and no leader nominates one (Resign returns ErrWitness) or hands
+// it leadership by preemption. A climbing Ring token passes through a
+// witness at once, and the witness votes in it once it has been round.
+// What only a member that stands sends (heartbeat, COORDINATOR, pre-vote
+// request, RESIGN, WITHDRAW, OK, a token for it) is dropped when it comes
+// from a witness, and a RESIGN naming a witness is taken as naming no one:
+// members whose lists differ cannot elect one, nor wait for one.
+//
 // # Bully
 //
 // The highest-ranked live member leads (rank: priority, then id). The textbook

@@ -1,6 +1,7 @@
 package election
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -29,6 +30,10 @@ func fuzzOne(t *testing.T, name string, newNode func(Config) (Node, error), data
 	s := newSim(t, n, newNode, func(c *Config) {
 		c.Preemption = Preemption(data[1] % 3)
 		c.HoldDownTicks = 20
+		if data[1]&0x08 != 0 {
+			// A witness site: collectReady fails if the witness stands.
+			c.Witnesses = []string{fmt.Sprintf("n%d", 1+int(data[1]>>4)%n)}
+		}
 	})
 	pick := func(b byte) string { return s.ids[int(b)%n] }
 	for i := 2; i < len(data); i++ {

@@ -473,6 +473,9 @@ func (r *ring) checkToken(m Message) error {
 	if !c.isMember(m.Candidate) {
 		return fmt.Errorf("%w: candidate %q", ErrNotMember, m.Candidate)
 	}
+	if c.witness[m.Candidate] {
+		return fmt.Errorf("%w: token for %q, a witness (do all members list the same witnesses?)", ErrBadMessage, m.Candidate)
+	}
 	if m.Term == 0 {
 		return fmt.Errorf("%w: token of term 0", ErrBadMessage)
 	}

@@ -2,6 +2,7 @@ package election
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -142,6 +143,9 @@ func (s *simNet) collectReady(id string, rd Ready) {
 	s.role[id] = rd.Role
 	if rd.Role != Follower && s.selfDrained(id) {
 		s.fail("tick %d: %s is drained and %v", s.now, id, rd.Role)
+	}
+	if rd.Role != Follower && slices.Contains(s.cfgs[id].Witnesses, id) {
+		s.fail("tick %d: %s is a witness and %v", s.now, id, rd.Role)
 	}
 	s.checkOneLeader()
 	for _, m := range rd.Messages {

@@ -380,8 +380,12 @@ type MemberStatus struct {
 	// from, directly or through the leader's view; -1 if never.
 	TicksSinceSeen int
 	// Drained: the member said so in its last acknowledgement (known to a
-	// leader), or it is this node and it is drained.
+	// leader), or it is this node and it is drained. A witness's own
+	// acknowledgements always say so; only Witness reports that.
 	Drained bool
+	// Witness: the member is a witness (Config.Witnesses): it votes but
+	// never leads.
+	Witness bool
 }
 
 // Errors returned by Step. Callers match them with errors.Is.
@@ -393,4 +397,6 @@ var (
 	ErrWrongTarget = errors.New("election: message addressed to another member")
 	// ErrDrained is the error of Resign naming a member known to be drained.
 	ErrDrained = errors.New("election: cannot hand over to a drained member")
+	// ErrWitness is the error of Resign naming a witness.
+	ErrWitness = errors.New("election: cannot hand over to a witness: it votes but never leads")
 )

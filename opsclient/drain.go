@@ -95,14 +95,15 @@ func Drain(o *Options, id string, on bool, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// allDrainedBut reports whether every member in reports but id is drained
-// (each as it reports itself), and reports cover every member.
+// allDrainedBut reports whether every member in reports but id and the
+// witnesses (which never lead anyway) is drained (each as it reports
+// itself), and reports cover every member.
 func allDrainedBut(reports []agent.StatusReport, id string) bool {
 	if len(reports) == 0 || len(reports) < len(reports[0].Members) {
 		return false
 	}
 	for _, r := range reports {
-		if r.ID != id && !r.Drained {
+		if r.ID != id && !r.Drained && !r.Witness {
 			return false
 		}
 	}
@@ -130,7 +131,7 @@ func preemptionNote(lead agent.StatusReport, reports []agent.StatusReport, nomin
 	for _, m := range lead.Members {
 		ms = append(ms, election.Member{ID: m.ID, Priority: m.Priority})
 		alive[m.ID] = m.Alive || m.ID == lead.ID
-		if m.Drained {
+		if m.Drained || m.Witness {
 			drained[m.ID] = true
 		}
 	}

@@ -99,6 +99,10 @@ func (o *Options) nameLeader(nc *nats.Conn, v *verifier, req *agent.ControlReque
 			return *lead, nil, fmt.Errorf("%q is not a member of group %q (members: %s)", n, o.group, strings.Join(members, ", "))
 		}
 		for _, m := range lead.Members {
+			if m.ID == n && m.Witness {
+				printNotes(stderr, o.cmd, v)
+				return *lead, nil, fmt.Errorf("%s is a witness of group %q: it votes but never leads; transfer to another member", n, o.group)
+			}
 			if m.ID == n && m.Drained {
 				printNotes(stderr, o.cmd, v)
 				return *lead, nil, fmt.Errorf("%s is drained: it never stands; undrain it first (edge-agent undrain %s)", n, n)

@@ -150,6 +150,9 @@ func printStatusTable(w io.Writer, group string, reports []agent.StatusReport) {
 			q += " LOST"
 		}
 		role := r.Role
+		if r.Witness && role == "follower" {
+			role = "witness" // a follower that never leads
+		}
 		if r.Drained {
 			role += " DRAINED"
 		}

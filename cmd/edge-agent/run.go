@@ -36,6 +36,9 @@ func runAgent(ctx context.Context, rc *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if rc.DutyIgnored {
+		log.Warn("this member is a witness: it never leads, so the leader duty and virtual IPs of the config (leader.*) are ignored")
+	}
 	duty, dutyOpts := dutyFor(rc)
 	// A duty that starts or stops is pushed at once: the push of the leader
 	// change itself comes before the duty runs.

@@ -64,6 +64,27 @@ type RunConfig struct {
 	// Liveness is the bound, in ticks, within which the site must agree on
 	// one leader once the faults stop; 0 picks DefaultLiveness.
 	Liveness int
+	// Witnesses lets the seed make some sites witness sites: a third of
+	// them get witnesses, from one up to (N-1)/2 (see witnessesOf). Off,
+	// a seed gives the run it gave before witnesses existed.
+	Witnesses bool
+}
+
+// witnessesOf returns the witnesses the seed gives a site of n members: none
+// for two seeds in three, else 1..(n-1)/2 members chosen at random (n = 3:
+// a two-gateway site's witness; n = 5: up to two). At least one member is
+// never a witness; the quiet phase keeps one such member undrained.
+func witnessesOf(seed uint64, n int) []string {
+	r := rand.New(rand.NewPCG(seed, 2))
+	if r.IntN(3) != 0 || n < 3 {
+		return nil
+	}
+	k := 1 + r.IntN((n-1)/2)
+	var out []string
+	for _, i := range r.Perm(n)[:k] {
+		out = append(out, fmt.Sprintf("n%d", i+1))
+	}
+	return out
 }
 
 // DefaultLiveness is the bound used when RunConfig.Liveness is 0: members
@@ -161,8 +182,12 @@ func run(rc RunConfig, c *chooser, trace func(string)) (out Outcome) {
 	pre := election.Preemption(site.IntN(3))
 	answer := 5 + site.IntN(16) // 5..20 ticks
 	routes := has(FaultRoute) && site.IntN(2) == 0
+	var witnesses []string
+	if rc.Witnesses {
+		witnesses = witnessesOf(rc.Seed, rc.N)
+	}
 	w := New(Options{
-		N: rc.N, Algorithm: rc.Algorithm, Skew: skew, Routes: routes, Trace: trace,
+		N: rc.N, Algorithm: rc.Algorithm, Skew: skew, Routes: routes, Witnesses: witnesses, Trace: trace,
 		Tweak: func(cfg *election.Config) {
 			cfg.Preemption = pre
 			cfg.AnswerTicks = answer
@@ -171,7 +196,7 @@ func run(rc RunConfig, c *chooser, trace func(string)) (out Outcome) {
 		Fail: func(msg string) { panic(violation{msg}) },
 	})
 	if trace != nil {
-		trace(fmt.Sprintf("site: n=%d %s preemption=%d answer=%d routes=%v skew=%v", rc.N, rc.Algorithm, pre, answer, routes, skew))
+		trace(fmt.Sprintf("site: n=%d %s preemption=%d answer=%d routes=%v skew=%v witnesses=%v", rc.N, rc.Algorithm, pre, answer, routes, skew, witnesses))
 	}
 	a := &adversary{w: w, c: c, has: has, routes: routes, trace: trace}
 	for w.Steps < rc.Steps && !c.done {
@@ -390,14 +415,19 @@ func (a *adversary) quiet(limit int) (int, bool) {
 	if a.trace != nil {
 		a.trace("--- quiet: every member runs, links and routes whole, reports delivered")
 	}
-	// Drained members stay drained, but with every member drained no one
-	// may lead: the operator undrains the highest.
-	all := true
+	// Drained members stay drained, but with every member that may lead
+	// (every one but the witnesses) drained no one may lead: the operator
+	// undrains the highest of them. Undrained, a witness would still not
+	// lead.
+	all, top := true, ""
 	for _, id := range ids {
-		all = all && w.Drained(id)
+		if !w.Witness(id) {
+			all = all && w.Drained(id)
+			top = id
+		}
 	}
 	if all {
-		w.Drain(ids[len(ids)-1], false)
+		w.Drain(top, false)
 	}
 	for _, id := range ids {
 		w.Thaw(id)

@@ -50,7 +50,7 @@ func TestCheckSafety(t *testing.T) {
 func checkCase(t *testing.T, alg string, n int, first uint64) {
 	start := time.Now()
 	if *only != 0 {
-		rc := RunConfig{N: n, Algorithm: alg, Faults: AllFaults, Seed: *only, Steps: *runLen}
+		rc := RunConfig{N: n, Algorithm: alg, Faults: AllFaults, Seed: *only, Steps: *runLen, Witnesses: true}
 		out, choices := Record(rc)
 		if out.Failed() {
 			short, trace := Shrink(rc, choices, out, *shrinkFor)
@@ -62,6 +62,7 @@ func checkCase(t *testing.T, alg string, n int, first uint64) {
 	var (
 		done    atomic.Int64
 		runs    atomic.Int64
+		witRuns atomic.Int64
 		quiets  atomic.Int64
 		worst   atomic.Int64
 		mu      sync.Mutex
@@ -83,10 +84,13 @@ func checkCase(t *testing.T, alg string, n int, first uint64) {
 				if stop {
 					return
 				}
-				rc := RunConfig{N: n, Algorithm: alg, Faults: AllFaults, Seed: next.Add(1), Steps: *runLen}
+				rc := RunConfig{N: n, Algorithm: alg, Faults: AllFaults, Seed: next.Add(1), Steps: *runLen, Witnesses: true}
 				out := Run(rc)
 				done.Add(out.Steps)
 				runs.Add(1)
+				if len(witnessesOf(rc.Seed, n)) > 0 {
+					witRuns.Add(1)
+				}
 				quiets.Add(int64(out.Quiet))
 				for {
 					old := worst.Load()
@@ -106,8 +110,8 @@ func checkCase(t *testing.T, alg string, n int, first uint64) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%s n=%d: %d steps in %d runs, %d quiet periods, longest wait for a leader %d ticks, %s",
-		alg, n, done.Load(), runs.Load(), quiets.Load(), worst.Load(), time.Since(start).Round(time.Millisecond))
+	t.Logf("%s n=%d: %d steps in %d runs (%d with witnesses), %d quiet periods, longest wait for a leader %d ticks, %s",
+		alg, n, done.Load(), runs.Load(), witRuns.Load(), quiets.Load(), worst.Load(), time.Since(start).Round(time.Millisecond))
 	if failure == nil {
 		return
 	}

@@ -24,6 +24,9 @@ type Options struct {
 	// Skew is each member's clock rate offset (len N, or nil for none): a
 	// member with skew s ticks every TickUnits*(1+s) units of real time.
 	Skew []float64
+	// Witnesses names the members that vote but never lead
+	// (election.Config.Witnesses), the same list for every member.
+	Witnesses []string
 	// Routes makes the site an offline one: every member's agent embeds a
 	// server clustered with the others', so a crash closes the crashed
 	// member's routes, and route closures are reported to the agents.
@@ -140,7 +143,8 @@ type member struct {
 //     frozen member's lease runs out by real time, not by its ticks);
 //   - a persisted term never goes back, and a vote persisted in a term is
 //     never changed;
-//   - a member asleep until the tick its NextTick named does not act before.
+//   - a member asleep until the tick its NextTick named does not act before;
+//   - a drained member or a witness is never candidate or leader.
 //
 // Routes model an offline site where every member's agent embeds a server
 // clustered with the others: messages between two members cross the route
@@ -185,6 +189,7 @@ func New(o Options) *World {
 	}
 	for i, id := range w.ids {
 		cfg := BaseConfig(id, ms)
+		cfg.Witnesses = slices.Clone(o.Witnesses)
 		if o.Tweak != nil {
 			o.Tweak(&cfg)
 		}
@@ -326,6 +331,9 @@ func (w *World) apply(m *member, rd election.Ready) {
 	}
 	if rd.Role != election.Follower && w.drained[id] {
 		w.fail("%s is drained and %v in term %d", id, rd.Role, rd.Term)
+	}
+	if rd.Role != election.Follower && w.Witness(id) {
+		w.fail("%s is a witness and %v in term %d", id, rd.Role, rd.Term)
 	}
 	m.role, m.leader, m.term, m.leaseSeq = rd.Role, rd.Leader, rd.Term, rd.LeaseSeq
 	for _, ev := range rd.Events {
@@ -651,6 +659,9 @@ func (w *World) Drain(id string, on bool) {
 
 // Drained reports whether member id is drained.
 func (w *World) Drained(id string) bool { return w.drained[id] }
+
+// Witness reports whether member id is a witness.
+func (w *World) Witness(id string) bool { return slices.Contains(w.opts.Witnesses, id) }
 
 // Disconnect closes member id's own bus connection (its client gave up on
 // it); the agent reconnects with a new one. A leader stops leading, and a
