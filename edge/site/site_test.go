@@ -417,3 +417,40 @@ func TestEventsChangeReplacesSlowRound(t *testing.T) {
 	st.next(t, 5*time.Second, "gw2 leading", func(s Snapshot) bool { return s.Leader == "gw2" })
 	poll.Until(t, 5*time.Second, "a fresh round after the change", func() bool { return f.asks.Load() == 2 })
 }
+
+// The page tells a witness and a drained member apart from a plain
+// follower: the witness from the serving agent's member list (the group's
+// witnesses), drained from the member's own answer or the serving agent's
+// view.
+func TestBuildMarksWitnessAndDrained(t *testing.T) {
+	f := newFake()
+	st := f.status()
+	for i := range st.Members {
+		switch st.Members[i].ID {
+		case "gw2":
+			st.Members[i].Witness = true
+		case "gw1":
+			st.Members[i].Drained = true
+		}
+	}
+	now := time.Now()
+	others := []agent.StatusReport{
+		{ID: "gw2", Group: st.Group, Role: "follower", Witness: true},
+		{ID: "gw3", Group: st.Group, Role: "follower", Drained: true},
+	}
+	var answers []Answer
+	for _, r := range others {
+		answers = append(answers, Answer{Report: r, At: now})
+	}
+	s := build(st, answers, now)
+	got := map[string][2]bool{}
+	for _, m := range s.Members {
+		got[m.ID] = [2]bool{m.Witness, m.Drained}
+	}
+	want := map[string][2]bool{"gw1": {false, true}, "gw2": {true, false}, "gw3": {false, true}}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("%s: witness, drained = %v, want %v", id, got[id], w)
+		}
+	}
+}

@@ -46,6 +46,11 @@ type Member struct {
 	// 0 for itself).
 	Alive      bool  `json:"alive"`
 	LastSeenMS int64 `json:"last_seen_ms"`
+	// Witness: the member votes but never leads (the group's witnesses).
+	Witness bool `json:"witness"`
+	// Drained: the member is drained (edge-agent drain), from its own
+	// answer, or as far as the serving agent knows.
+	Drained bool `json:"drained"`
 	// Answered tells whether the fields below are the member's own, from
 	// its answer of the last round; otherwise they are empty. AnswerAgeMS
 	// is how old that answer is (on the serving gateway's clock).
@@ -80,7 +85,7 @@ func build(local agent.StatusReport, answers []Answer, now time.Time) Snapshot {
 		}
 	}
 	for _, m := range local.Members {
-		pm := Member{ID: m.ID, Priority: m.Priority, Alive: m.Alive, LastSeenMS: m.LastSeenMS}
+		pm := Member{ID: m.ID, Priority: m.Priority, Alive: m.Alive, LastSeenMS: m.LastSeenMS, Witness: m.Witness, Drained: m.Drained}
 		if m.ID == local.ID {
 			pm.Self, pm.Alive, pm.LastSeenMS = true, true, 0
 		}
@@ -89,6 +94,7 @@ func build(local agent.StatusReport, answers []Answer, now time.Time) Snapshot {
 			pm.Answered, pm.AnswerAgeMS = true, max(now.Sub(a.At).Milliseconds(), 0)
 			pm.Role, pm.Version, pm.Term = r.Role, r.Version, r.Term
 			pm.Leader, pm.NATSConnected, pm.Duty = r.Leader, r.NATSConnected, r.Duty
+			pm.Drained = pm.Drained || r.Drained
 		}
 		s.Members = append(s.Members, pm)
 	}
