@@ -258,12 +258,11 @@ func rollingUpgrade(t *testing.T, alg string, proto int, oldBin string) {
 	if err := s.StartAll(); err != nil {
 		t.Fatal(err)
 	}
-	cur, err := s.WaitAgreement(s.IDs(), "", 0, 5*time.Millisecond, 30*time.Second)
-	if err != nil {
+	if _, err := s.WaitAgreement(s.IDs(), "", 0, 5*time.Millisecond, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range s.IDs() {
-		cur = s.restart(t, id, false)
+		cur := s.restart(t, id, false)
 		want := proto
 		if len(s.oldIDs()) == 0 {
 			want = wire.ProtocolMax
@@ -279,7 +278,7 @@ func rollingUpgrade(t *testing.T, alg string, proto int, oldBin string) {
 			}
 		}
 		cur = s.failover(t, cur, false)
-		cur = s.failover(t, cur, true)
+		s.failover(t, cur, true)
 		for _, o := range s.oldIDs() {
 			if n := s.dropped(t, o); n != 0 {
 				t.Errorf("after upgrading %s: %s (previous release) dropped %v messages it could not read", id, o, n)
@@ -287,11 +286,11 @@ func rollingUpgrade(t *testing.T, alg string, proto int, oldBin string) {
 		}
 	}
 	for _, id := range s.IDs() {
-		cur = s.restart(t, id, true)
+		cur := s.restart(t, id, true)
 		if len(s.oldIDs()) < len(s.IDs()) {
 			s.siteVersion(t, proto, proto)
 		}
-		cur = s.failover(t, cur, false)
+		s.failover(t, cur, false)
 		// A member flashed back may drop what was sent to it before its
 		// first message reached the others (at most three heartbeat
 		// periods): report it.
