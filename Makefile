@@ -220,10 +220,12 @@ fuzz-short:
 # The 2+1 scenarios (TestChaosWitnessGatewayCut, TestChaosWitnessPartitions:
 # two gateways and a witness, each on its own server, the three servers in a
 # full mesh of proxied routes) run CHAOS_WITNESS_CYCLES cycles each: 10 in
-# chaos-short (about a minute together), 50 in chaos (issue 17).
+# chaos-short (about a minute together), 50 in chaos (issue 17);
+# chaos-short tolerates 2 lapses of the one leader during a settled
+# gateway cut (listed; see TestChaosWitnessGatewayCut), chaos none.
 CHAOS_TEST := $(GO) test -race -count=1 -v
 chaos-short:
-	CHAOS=1 CHAOS_CYCLES=40 CHAOS_STOPS=4 CHAOS_KILLS=25 CHAOS_RESTARTS=6 CHAOS_RECOVERY_MISSES=2 CHAOS_WITNESS_CYCLES=10 \
+	CHAOS=1 CHAOS_CYCLES=40 CHAOS_STOPS=4 CHAOS_KILLS=25 CHAOS_RESTARTS=6 CHAOS_RECOVERY_MISSES=2 CHAOS_WITNESS_CYCLES=10 CHAOS_WITNESS_LAPSES=2 \
 		$(CHAOS_TEST) -timeout 15m ./internal/chaos
 
 chaos:

@@ -1,10 +1,12 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -374,13 +376,17 @@ func (w *world) lateHeals(run *witnessRun) {
 // Checked from the agents' journals: no overlapping leases, no double vote,
 // no split term, no term regression; the witness never holds a lease (and,
 // on every /status poll during the cut, never leads, stands or is named
-// leader); for every cut held at least D + 1 s, one gateway holds a lease
-// from at most D + 1 s after the cut until the heal (exactly one leader
-// once the cut settled, the other gateway not leading, since leases never
-// overlap); after each heal one leader within D + 1 s (CHAOS_RECOVERY_MISSES
-// heals may miss it, each listed). Figures as TestChaosPartitions's, plus
-// settle (cut to the start of the lease that held through it: 0 when the
-// leader kept its lease) and leader_kept_through_cut.
+// leader); for every cut held at least D + 1 s, exactly one gateway leads
+// once the cut settled: leases never overlap, a gateway holds one at the
+// heal, no leaderless span in the cut lasts more than D + 1 s, and a span
+// after the first lease of the cut (a lapse: the leader lost the witness's
+// acknowledgements although both still reach each other) fails the test
+// beyond CHAOS_WITNESS_LAPSES (0 unless set; each is listed with the
+// machine stall seen meanwhile); after each heal one leader within D + 1 s
+// (CHAOS_RECOVERY_MISSES heals may miss it, each listed). Figures as
+// TestChaosPartitions's, plus settle (cut to the first lease after it: 0
+// when the leader kept its lease), lapse, leader_kept_through_cut and
+// leases_begun_during_cuts.
 func TestChaosWitnessGatewayCut(t *testing.T) {
 	requireChaos(t)
 	start := time.Now()
@@ -401,7 +407,8 @@ func TestChaosWitnessGatewayCut(t *testing.T) {
 	rep, es := w.journals()
 	requireSafe(t, rep)
 	witLeases := witnessLeases(t, rep, es)
-	var settle samples
+	var settle, lapse samples
+	var lapses []string
 	kept, settledOf, begun, twoLeaderPolls, polls := 0, 0, 0, 0, 0
 	for i, f := range run.faults {
 		twoLeaderPolls += f.twoLeaders
@@ -418,28 +425,35 @@ func TestChaosWitnessGatewayCut(t *testing.T) {
 		if f.hold < tm.D()+time.Second {
 			continue
 		}
-		// Once the cut settled, one gateway led until the heal: the lease
-		// valid at the heal began no later than D + 1 s after the cut (and
-		// no other lease overlapped it: requireSafe).
+		// Once the cut settled, one gateway leads until the heal: the
+		// first leaderless gap (from the cut, when the leader did not keep
+		// its lease) ends within D + 1 s; a later gap is a lapse, and must
+		// end within D + 1 s too; a gateway leads at the heal. Leases never
+		// overlap (requireSafe), so at most one leads at any time.
 		settledOf++
-		iv, ok := leaseAt(rep, f.healAt)
-		if !ok || iv.ID == witID {
-			t.Errorf("cycle %d %s held %s: no gateway held a lease at the heal", i, f.kind, f.hold)
-			continue
+		gaps := leaderlessGaps(rep, f.cutAt, f.healAt)
+		s := time.Duration(0)
+		for j, g := range gaps {
+			what := fmt.Sprintf("cycle %d %s held %s: no gateway held a lease from %s to %s after the cut (%s; machine stall up to %s meanwhile)",
+				i, f.kind, f.hold.Round(time.Millisecond), ms(g[0]), ms(g[1]), ms(g[1]-g[0]), ms(w.stalls.worst(f.cutAt.Add(g[0]), f.cutAt.Add(g[1]))))
+			switch {
+			case g[1]-g[0] > tm.D()+time.Second || g[1] >= f.healAt.Sub(f.cutAt):
+				t.Errorf("%s: longer than D+1s, or still at the heal", what)
+			case j == 0 && g[0] == 0:
+				s = g[1]
+			default:
+				lapses = append(lapses, what)
+				lapse = append(lapse, g[1]-g[0])
+			}
 		}
-		s := max(0, time.Duration(iv.Start-f.cutAt.UnixNano()))
 		settle = append(settle, s)
-		if s > tm.D()+time.Second {
-			t.Errorf("cycle %d %s held %s: the lease of %s that held at the heal began %s after the cut, more than D+1s",
-				i, f.kind, f.hold, iv.ID, ms(s))
-		}
 	}
 	leaseEnd, stopped, slow, excused, keptQ, keptQOf := w.stepDowns(run, rep, es)
 	summary(t, "witness-gateway-cut", w, start,
 		fmt.Sprintf("cycles=%d rank=%s", n, witnessRank()), safety(rep), fmt.Sprintf("witness_leases=%d", witLeases),
 		run.recovery.p50max("recovery"), fmt.Sprintf("recovery_over_D+1s=%d", len(run.late)),
 		run.fromHeal.p50max("recovery_from_heal"), run.bus.p50max("bus_reform"), run.rejoin.p50max("all_three_rejoined"),
-		settle.p50max("settle"), fmt.Sprintf("leader_kept_through_cut=%d/%d leases_begun_during_cuts=%d", kept, len(run.faults), begun),
+		settle.p50max("settle"), lapse.p50max("lapse"), fmt.Sprintf("leader_kept_through_cut=%d/%d leases_begun_during_cuts=%d", kept, len(run.faults), begun),
 		fmt.Sprintf("status_polls_two_gateways_leading=%d/%d", twoLeaderPolls, polls),
 		leaseEnd.p50max("stepdown_lease"), stopped.p50max("stepdown_stop"),
 		fmt.Sprintf("stepdown_over_L+H=%d stop_late_in_machine_stall=%d", len(slow), len(excused)),
@@ -447,9 +461,41 @@ func TestChaosWitnessGatewayCut(t *testing.T) {
 		fmt.Sprintf("deposed_by_heal=%d", deposed(run, rep)), fmt.Sprintf("implicit_routes_refused=%d", w.mesh.ImplicitRefused()),
 		"faults="+run.faultKinds())
 	w.lateHeals(run)
+	if len(lapses) > 0 {
+		// Allowed lapses: 0 in make chaos; make chaos-short allows a few on
+		// a shared machine, listed either way.
+		msg := fmt.Sprintf("%d cuts in which the one leader lost its lease after the cut had settled:\n%s", len(lapses), strings.Join(lapses, "\n"))
+		if allowed := harness.EnvCount(t, "CHAOS_WITNESS_LAPSES", 0); len(lapses) > allowed {
+			t.Error(msg)
+		} else {
+			t.Logf("%s\n(within CHAOS_WITNESS_LAPSES=%d)", msg, allowed)
+		}
+	}
 	if len(slow) > 0 {
 		t.Errorf("%d leaders without a quorum did not step down within L+H = %s:\n%s", len(slow), tm.L()+tm.H, strings.Join(slow, "\n"))
 	}
+}
+
+// leaderlessGaps returns the spans of [from, to) that no lease covers, as
+// offsets from from.
+func leaderlessGaps(rep *journalcheck.Report, from, to time.Time) [][2]time.Duration {
+	ivs := slices.Clone(rep.Intervals)
+	slices.SortFunc(ivs, func(a, b journalcheck.Interval) int { return cmp.Compare(a.Start, b.Start) })
+	var gaps [][2]time.Duration
+	cur, end := from.UnixNano(), to.UnixNano()
+	for _, iv := range ivs {
+		if iv.End <= cur || iv.Start >= end {
+			continue
+		}
+		if iv.Start > cur {
+			gaps = append(gaps, [2]time.Duration{time.Duration(cur - from.UnixNano()), time.Duration(iv.Start - from.UnixNano())})
+		}
+		cur = max(cur, iv.End)
+	}
+	if cur < end {
+		gaps = append(gaps, [2]time.Duration{time.Duration(cur - from.UnixNano()), time.Duration(end - from.UnixNano())})
+	}
+	return gaps
 }
 
 func witnessRank() string {
@@ -568,5 +614,26 @@ func TestChaosWitnessPartitions(t *testing.T) {
 	w.lateHeals(run)
 	if len(slow) > 0 {
 		t.Errorf("%d leaders without a quorum did not step down within L+H = %s:\n%s", len(slow), tm.L()+tm.H, strings.Join(slow, "\n"))
+	}
+}
+
+func TestLeaderlessGaps(t *testing.T) {
+	at := func(ms int64) int64 { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond).UnixNano() }
+	rep := &journalcheck.Report{Intervals: []journalcheck.Interval{
+		{ID: "gw2", Term: 1, Start: at(0), End: at(150)},
+		{ID: "gw2", Term: 2, Start: at(400), End: at(700)},
+		{ID: "gw1", Term: 3, Start: at(750), End: at(2000)},
+	}}
+	from, to := time.Unix(0, at(100)), time.Unix(0, at(1000))
+	got := leaderlessGaps(rep, from, to)
+	want := [][2]time.Duration{{50 * time.Millisecond, 300 * time.Millisecond}, {600 * time.Millisecond, 650 * time.Millisecond}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("gaps %v, want %v", got, want)
+	}
+	if got := leaderlessGaps(rep, time.Unix(0, at(1900)), time.Unix(0, at(2100))); !slices.Equal(got, [][2]time.Duration{{100 * time.Millisecond, 200 * time.Millisecond}}) {
+		t.Fatalf("trailing gap %v", got)
+	}
+	if got := leaderlessGaps(rep, time.Unix(0, at(800)), time.Unix(0, at(900))); len(got) != 0 {
+		t.Fatalf("covered span has gaps %v", got)
 	}
 }
