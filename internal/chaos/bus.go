@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -44,6 +47,12 @@ type ServerConfig struct {
 	// SystemAccount gives the server a system account (SystemUser) beside
 	// the application account that clients without credentials land in.
 	SystemAccount bool
+	// RouteAdvertise, if set, is the route address (host:port) the server
+	// tells its peers, which they dial for an implicit route (one learned
+	// from another server's gossip rather than configured). A Mesh points
+	// it at a sink that closes every connection, so that no server walks
+	// around a cut route proxy straight to a peer's cluster port.
+	RouteAdvertise string
 }
 
 // Server is an in-process nats-server on loopback ports that stay the same
@@ -58,11 +67,12 @@ type Server struct {
 	clientPort  int
 	clusterPort int // 0 when not clustered
 	clustered   bool
+	advertise   string
 }
 
 // StartServer starts a nats-server on free loopback ports.
 func StartServer(c ServerConfig) (*Server, error) {
-	s := &Server{name: c.Name, clustered: c.Clustered, sys: c.SystemAccount, clientPort: -1}
+	s := &Server{name: c.Name, clustered: c.Clustered, sys: c.SystemAccount, clientPort: -1, advertise: c.RouteAdvertise}
 	if c.Clustered {
 		s.clusterPort = -1
 	}
@@ -115,6 +125,7 @@ func (s *Server) Start() error {
 			// when its own server is unreachable: an agent whose proxy
 			// is cut would walk around the fault straight to a server.
 			NoAdvertise: true,
+			Advertise:   s.advertise,
 		}
 		opts.Routes = s.routes
 	}
@@ -214,6 +225,31 @@ func (s *Server) NumClients() int {
 	return srv.NumClients()
 }
 
+// RoutedTo returns the names of the servers this one has a route to (none
+// while stopped).
+func (s *Server) RoutedTo() []string {
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	rz, err := srv.Routez(&server.RoutezOptions{})
+	if err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, r := range rz.Routes {
+		if !seen[r.RemoteName] {
+			seen[r.RemoteName] = true
+			names = append(names, r.RemoteName)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
 // Bus is the NATS side of a split-able site: two servers, A and B,
 // clustered by one route that B solicits through Route, a raw Proxy. Cutting
 // Route splits the bus in two while every client stays connected to its own
@@ -272,4 +308,136 @@ func (b *Bus) Close() {
 	b.B.Stop()
 	b.A.Stop()
 	b.Route.Close()
+}
+
+// Mesh is the NATS side of a site where every member has its own server:
+// n servers clustered in a full mesh of routes, each route through its own
+// raw Proxy. NATS does not forward between two servers through a third
+// (a full mesh is its only cluster topology), so cutting the route between
+// two servers separates their clients while both still reach every other
+// server. No server can walk around a cut route: every server advertises a
+// sink as its route address (see ServerConfig.RouteAdvertise), so the
+// implicit routes that gossip would otherwise make straight to a peer's
+// cluster port are refused, and only the configured routes, through the
+// proxies, carry traffic.
+type Mesh struct {
+	names   []string
+	servers map[string]*Server
+	routes  map[[2]string]*Proxy
+	sink    net.Listener
+	refused atomic.Uint64
+}
+
+func pairKey(a, b string) [2]string {
+	if b < a {
+		a, b = b, a
+	}
+	return [2]string{a, b}
+}
+
+// NewMesh starts one server per name, in order, each soliciting a route to
+// every server started before it through a new route proxy, and waits until
+// every pair is routed.
+func NewMesh(seed uint64, names ...string) (*Mesh, error) {
+	sink, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("chaos: mesh sink: %w", err)
+	}
+	m := &Mesh{names: names, servers: map[string]*Server{}, routes: map[[2]string]*Proxy{}, sink: sink}
+	go m.refuse()
+	for i, name := range names {
+		var urls []string
+		for j, peer := range names[:i] {
+			p, err := NewProxy(ProxyConfig{Name: "route " + peer + "-" + name, Target: m.servers[peer].ClusterAddr(),
+				Mode: Raw, Seed: seed + uint64(100*i+j)})
+			if err != nil {
+				m.Close()
+				return nil, err
+			}
+			m.routes[pairKey(peer, name)] = p
+			urls = append(urls, "nats-route://"+p.Addr())
+		}
+		s, err := StartServer(ServerConfig{Name: name, Clustered: true, Routes: urls, RouteAdvertise: sink.Addr().String()})
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		m.servers[name] = s
+	}
+	if err := m.WaitRouted(10 * time.Second); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// refuse closes every connection to the sink, counting them.
+func (m *Mesh) refuse() {
+	for {
+		c, err := m.sink.Accept()
+		if err != nil {
+			return
+		}
+		m.refused.Add(1)
+		c.Close()
+	}
+}
+
+// Server returns the server of name.
+func (m *Mesh) Server(name string) *Server { return m.servers[name] }
+
+// Route returns the proxy on the route between the servers a and b.
+func (m *Mesh) Route(a, b string) *Proxy { return m.routes[pairKey(a, b)] }
+
+// ImplicitRefused is how many route connections the sink refused: implicit
+// routes the servers tried after gossip.
+func (m *Mesh) ImplicitRefused() uint64 { return m.refused.Load() }
+
+// Routed reports whether every pair of servers has a route.
+func (m *Mesh) Routed() bool {
+	ok, _ := m.routed()
+	return ok
+}
+
+func (m *Mesh) routed() (bool, string) {
+	var why []string
+	ok := true
+	for _, name := range m.names {
+		to := m.servers[name].RoutedTo()
+		if len(to) != len(m.names)-1 {
+			ok = false
+		}
+		why = append(why, fmt.Sprintf("%s->%v", name, to))
+	}
+	return ok, strings.Join(why, " ")
+}
+
+// WaitRouted polls every 5 ms until every pair is routed, or fails after
+// timeout.
+func (m *Mesh) WaitRouted(timeout time.Duration) error {
+	err := poll.Every(5*time.Millisecond, timeout, "every pair of servers to be routed", m.routed)
+	if err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	return nil
+}
+
+// Heal lifts every fault on every route.
+func (m *Mesh) Heal() {
+	for _, p := range m.routes {
+		p.Heal()
+	}
+}
+
+// Close stops the servers, the route proxies and the sink.
+func (m *Mesh) Close() {
+	for i := len(m.names) - 1; i >= 0; i-- {
+		if s := m.servers[m.names[i]]; s != nil {
+			s.Stop()
+		}
+	}
+	for _, p := range m.routes {
+		p.Close()
+	}
+	m.sink.Close()
 }

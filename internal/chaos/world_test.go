@@ -128,6 +128,7 @@ type world struct {
 	tm      timing
 	dir     string
 	bus     *Bus
+	mesh    *Mesh // the 2+1 site's servers instead of bus (newWitnessWorld)
 	proxies map[string]*Proxy
 	site    *harness.Site
 	ids     []string
@@ -220,7 +221,12 @@ func (w *world) close() {
 	for _, p := range w.proxies {
 		p.Close()
 	}
-	w.bus.Close()
+	if w.bus != nil {
+		w.bus.Close()
+	}
+	if w.mesh != nil {
+		w.mesh.Close()
+	}
 	w.log.Close()
 	if w.t.Failed() || os.Getenv("CHAOS_KEEP") != "" {
 		w.t.Logf("agents' logs and journals kept in %s", w.dir)
@@ -231,7 +237,12 @@ func (w *world) close() {
 
 // healAll lifts every fault on every proxy and the route.
 func (w *world) healAll() {
-	w.bus.Route.Heal()
+	if w.bus != nil {
+		w.bus.Route.Heal()
+	}
+	if w.mesh != nil {
+		w.mesh.Heal()
+	}
 	for _, p := range w.proxies {
 		p.Heal()
 	}
