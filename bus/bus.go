@@ -37,6 +37,8 @@ type Bus struct {
 	mb    *agent.Mailbox
 	undo  undoStack
 
+	inbox int // the mailbox's capacity (InboxSize)
+
 	closed bool
 }
 
@@ -51,6 +53,20 @@ func WithNATS(nc *nats.Conn, opts ...Option) agent.Option {
 	return agent.WithBus(func(c agent.BusContext) (agent.Bus, error) { return New(nc, c, opts...) })
 }
 
+// InboxSize sets how many inputs wait for the agent's loop before more are
+// dropped and counted (inbox_full); DefaultInboxSize without it. A witness
+// process serving many groups (package witness) gives each a small one: a
+// witness receives a few messages per heartbeat period.
+func InboxSize(n int) Option {
+	return func(b *Bus) error {
+		if n < 1 {
+			return fmt.Errorf("bus: inbox size %d: at least 1", n)
+		}
+		b.inbox = n
+		return nil
+	}
+}
+
 // New builds the NATS bus of the agent c describes over nc. With signing
 // configured it checks the keys and draws this run's epoch (NextEpoch).
 func New(nc *nats.Conn, c agent.BusContext, opts ...Option) (*Bus, error) {
@@ -60,7 +76,7 @@ func New(nc *nats.Conn, c agent.BusContext, opts ...Option) (*Bus, error) {
 	if c.Log == nil {
 		return nil, errors.New("bus: no logger")
 	}
-	b := &Bus{c: c, nc: nc}
+	b := &Bus{c: c, nc: nc, inbox: DefaultInboxSize}
 	for _, o := range opts {
 		if err := o(b); err != nil {
 			return nil, err
@@ -108,7 +124,7 @@ func (b *Bus) Open(h agent.BusHooks) (ch <-chan agent.Input, err error) {
 	if b.mb != nil || b.closed {
 		return nil, errors.New("bus: opened twice")
 	}
-	mb := agent.NewMailbox(DefaultInboxSize)
+	mb := agent.NewMailbox(b.inbox)
 	var u undoStack
 	defer func() {
 		if err != nil {
@@ -167,6 +183,7 @@ func (b *Bus) transport(h agent.BusHooks, mb *agent.Mailbox, proto *protocols) (
 		Hooks:     agent.Hooks{OnBad: h.OnBad, OnMessage: h.OnMessage},
 		Signing:   b.signer,
 		Heartbeat: cfg.Heartbeat,
+		InboxSize: b.inbox,
 		protocols: proto,
 		Deliver: func(m election.Message) bool {
 			return mb.Offer(agent.Input{Kind: agent.InputMessage, Msg: m})
