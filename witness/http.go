@@ -81,16 +81,14 @@ func (h *Host) Handler() http.Handler {
 			http.Error(w, fmt.Sprintf("the witness agent of %d groups stopped (%s first), see the log", len(failed), failed[0]), http.StatusServiceUnavailable)
 			return
 		}
-		for _, g := range h.groups {
-			if !h.agents[g].Healthy() {
-				http.Error(w, "election loop of group "+g+" not running", http.StatusServiceUnavailable)
-				return
-			}
+		if !h.Healthy() {
+			http.Error(w, "an election loop is not running", http.StatusServiceUnavailable)
+			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !h.c.Conn.IsConnected() {
+		if !h.Ready() {
 			http.Error(w, "not ready: not connected to NATS", http.StatusServiceUnavailable)
 			return
 		}

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -73,7 +74,8 @@ type Host struct {
 }
 
 // New checks c, opens every group's state directory and builds its agent.
-// Nothing is sent before Run.
+// Nothing is sent before Run. It takes over c.Conn's disconnect, reconnect
+// and error handlers (bus.NewShared).
 func New(c Config) (*Host, error) {
 	if c.Conn == nil {
 		return nil, errors.New("witness: no NATS connection")
@@ -124,10 +126,11 @@ func New(c Config) (*Host, error) {
 	if err := h.reg.Register(led); err != nil {
 		return nil, fmt.Errorf("witness: metrics: %w", err)
 	}
+	shared := bus.NewShared(c.Conn, c.Log)
 	for _, cfg := range cfgs {
 		opts := []agent.Option{
 			agent.WithLogger(c.Log), agent.WithVersion(c.Version), agent.WithRegistry(h.reg),
-			agent.WithSparseMetrics(), bus.WithNATS(c.Conn, bus.InboxSize(InboxSize)),
+			agent.WithSparseMetrics(), bus.WithNATS(c.Conn, bus.InboxSize(InboxSize), bus.SharedConn(shared)),
 		}
 		if c.AgentOptions != nil {
 			more, err := c.AgentOptions(cfg.Group)
@@ -201,6 +204,26 @@ func (h *Host) led() float64 {
 	}
 	return float64(n)
 }
+
+// Healthy reports whether the election loop of every group whose agent did
+// not fail ran recently (agent.Healthy): what systemd's watchdog checks. A
+// failed group is reported apart (Failed, /healthz), not by stopping the
+// watchdog, which would restart the witness of every other group too.
+func (h *Host) Healthy() bool {
+	h.mu.Lock()
+	failed := maps.Clone(h.failed)
+	h.mu.Unlock()
+	for g, a := range h.agents {
+		if _, ok := failed[g]; !ok && !a.Healthy() {
+			return false
+		}
+	}
+	return true
+}
+
+// Ready reports whether the host is connected to NATS: then it serves
+// every group, whether or not the group's gateways are up.
+func (h *Host) Ready() bool { return h.c.Conn.IsConnected() }
 
 // Groups returns the groups served, in the order of the config.
 func (h *Host) Groups() []string { return slices.Clone(h.groups) }

@@ -226,6 +226,17 @@ func runWitness(ctx context.Context, rc *config.Config, groups []string, log *sl
 		undo.add(func() { cancel(); <-done })
 		log.Info("pushing metrics to the Pushgateway", "url", edge.RedactURL(c.URL), "interval", c.Interval, "job", c.Job)
 	}
+	notifier, err := edge.NewSystemdNotifier(log)
+	if err != nil {
+		return err
+	}
+	if notifier.Enabled() {
+		// READY=1 once connected; watchdog pings while every group's loop
+		// runs (Host.Healthy), as for run.
+		done := make(chan struct{})
+		go func() { defer close(done); notifier.Run(ctx, h) }()
+		undo.add(func() { <-done })
+	}
 	return h.Run(ctx)
 }
 
