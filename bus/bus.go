@@ -38,7 +38,7 @@ type Bus struct {
 	mb    *agent.Mailbox
 	undo  undoStack
 
-	inbox  int  // the mailbox's capacity (InboxSize)
+	inbox  int     // the mailbox's capacity (InboxSize)
 	shared *Shared // SharedConn: the connection is shared, and watched by it
 
 	closed bool
