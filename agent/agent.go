@@ -80,6 +80,11 @@ func WithDutyHook(f func(running bool)) Option {
 	return func(a *Agent) error { a.out.dutyHook = f; return nil }
 }
 
+// WithSparseMetrics leaves out the labelled series that have not been
+// incremented yet (they exist at zero from the start otherwise): for a
+// process that runs many agents on one registry (package witness).
+func WithSparseMetrics() Option { return func(a *Agent) error { a.out.sparse = true; return nil } }
+
 // WithVersion sets the version reported in status and in
 // edge_election_build_info.
 func WithVersion(v string) Option { return func(a *Agent) error { a.out.version = v; return nil } }
@@ -157,6 +162,7 @@ type outputs struct {
 	watchers watchers
 	history  leaderHistory      // the last leader changes, for status
 	dutyHook func(running bool) // WithDutyHook
+	sparse   bool               // WithSparseMetrics
 }
 
 // leaderWork is what runs while this agent leads (leaderwork.go, duty.go).
@@ -215,7 +221,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	if a.out.reg == nil {
 		a.out.reg = prometheus.NewRegistry()
 	}
-	a.m = newMetrics(a.out.reg, a.out.ownReg, cfg.Group, a.out.version)
+	a.m = newMetrics(a.out.reg, a.out.ownReg, a.out.sparse, cfg.Group, a.out.version)
 	a.core.algGuard = newAlgorithmGuard(cfg.Algorithm, groupRegisterer(a.out.reg, cfg.Group))
 	if a.store == nil {
 		s, err := OpenFileStore(cfg.StateDir)

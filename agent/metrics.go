@@ -66,7 +66,11 @@ var badReasons = []string{
 // grouping key adds it back (edge.NewPusher). The Go and process series,
 // which say nothing about a group, stay without it. version is the build's
 // version for edge_election_build_info ("unknown" when empty).
-func newMetrics(reg prometheus.Registerer, withRuntime bool, group, version string) *metrics {
+//
+// With sparse, a labelled series exists only from its first increment: a
+// witness process serving a thousand groups (package witness) would
+// otherwise hold a hundred zero series for each.
+func newMetrics(reg prometheus.Registerer, withRuntime, sparse bool, group, version string) *metrics {
 	runtimeReg := reg
 	reg = groupRegisterer(reg, group)
 	f := promauto.With(reg)
@@ -113,6 +117,16 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool, group, version stri
 		version = "unknown"
 	}
 	m.buildInfo.WithLabelValues(version, strconv.Itoa(wire.ProtocolMax)).Set(1)
+	m.protocol = f.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_election_protocol_version",
+		Help: "Protocol version: scope=build, the highest this build speaks; scope=site, the highest every member speaks (lower while a member runs an older build or is down)."}, []string{"scope"})
+	m.protocol.WithLabelValues("build").Set(wire.ProtocolMax)
+	m.protocol.WithLabelValues("site").Set(wire.ProtocolMax)
+	if withRuntime {
+		runtimeReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if sparse {
+		return m
+	}
 	// Every labelled counter exists at zero from the first scrape, so that
 	// rate() and absent() rules work before the first increment (a
 	// one-member group sends no election message at all).
@@ -124,10 +138,6 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool, group, version stri
 	for _, r := range stepDownReasons() {
 		m.stepDowns.WithLabelValues(r)
 	}
-	m.protocol = f.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_election_protocol_version",
-		Help: "Protocol version: scope=build, the highest this build speaks; scope=site, the highest every member speaks (lower while a member runs an older build or is down)."}, []string{"scope"})
-	m.protocol.WithLabelValues("build").Set(wire.ProtocolMax)
-	m.protocol.WithLabelValues("site").Set(wire.ProtocolMax)
 	for _, r := range []string{"won", "failed"} {
 		m.elections.WithLabelValues(r)
 		m.electionDuration.WithLabelValues(r)
@@ -140,9 +150,6 @@ func newMetrics(reg prometheus.Registerer, withRuntime bool, group, version stri
 		for _, r := range []string{"ok", "unsigned", "bad_signature", "unknown_key", "stale", "rate_limited", "bad_request"} {
 			m.controlRequests.WithLabelValues(v, r)
 		}
-	}
-	if withRuntime {
-		runtimeReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m
 }

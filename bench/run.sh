@@ -52,6 +52,7 @@ step 30-deliveries 20 $GO run ./bench/groups deliveries -algorithms "${ALGORITHM
 	-trials "$DELIVERY_TRIALS" -json "$OUT/30-deliveries.json"
 step 40-footprint 8 $GO run ./bench/footprint -heartbeat 100ms -settle 5s -samples 30 -json "$OUT/40-footprint.json"
 step 50-scale 5 $GO run ./bench/groups scale -json "$OUT/50-scale.json"
+step 55-witness 5 $GO run ./bench/groups witness -json "$OUT/55-witness.json"
 (cd bench/raftpeer && step 60-peer-raft 3 $GO run . -trials "$TRIALS" -json "$OUT/60-peer-raft.json")
 # The VIP experiments (issue 19) need root, nft and keepalived: in network
 # namespaces, so not on loopback like the rest; left out, with a note, where

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -37,6 +38,9 @@ type Bus struct {
 	mb    *agent.Mailbox
 	undo  undoStack
 
+	inbox  int     // the mailbox's capacity (InboxSize)
+	shared *Shared // SharedConn: the connection is shared, and watched by it
+
 	closed bool
 }
 
@@ -51,6 +55,73 @@ func WithNATS(nc *nats.Conn, opts ...Option) agent.Option {
 	return agent.WithBus(func(c agent.BusContext) (agent.Bus, error) { return New(nc, c, opts...) })
 }
 
+// InboxSize sets how many inputs wait for the agent's loop before more are
+// dropped and counted (inbox_full); DefaultInboxSize without it. A witness
+// process serving many groups (package witness) gives each a small one: a
+// witness receives a few messages per heartbeat period.
+func InboxSize(n int) Option {
+	return func(b *Bus) error {
+		if n < 1 {
+			return fmt.Errorf("bus: inbox size %d: at least 1", n)
+		}
+		b.inbox = n
+		return nil
+	}
+}
+
+// Shared watches a connection that many buses use (a witness process
+// serving many groups, package witness): it logs the connection's drops,
+// reconnections and asynchronous errors once, and reports a drop to the
+// loop of every bus open on it. Build it before the buses (NewShared), give
+// it to each (SharedConn).
+type Shared struct {
+	mu  sync.Mutex
+	mbs map[*agent.Mailbox]struct{}
+}
+
+// NewShared takes over nc's disconnect, reconnect and error handlers, and
+// logs to log.
+func NewShared(nc *nats.Conn, log *slog.Logger) *Shared {
+	s := &Shared{mbs: map[*agent.Mailbox]struct{}{}}
+	nc.SetDisconnectErrHandler(func(_ *nats.Conn, err error) {
+		s.mu.Lock()
+		n := len(s.mbs)
+		for mb := range s.mbs {
+			mb.Disconnected()
+		}
+		s.mu.Unlock()
+		log.Warn("NATS disconnected", "err", err, "groups", n)
+	})
+	nc.SetReconnectHandler(func(c *nats.Conn) {
+		log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted())
+	})
+	nc.SetErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		if sub != nil {
+			log.Warn("NATS error", "subject", sub.Subject, "err", err)
+		} else {
+			log.Warn("NATS error", "err", err)
+		}
+	})
+	return s
+}
+
+func (s *Shared) add(mb *agent.Mailbox) func() {
+	s.mu.Lock()
+	s.mbs[mb] = struct{}{}
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.mbs, mb)
+		s.mu.Unlock()
+	}
+}
+
+// SharedConn makes the bus one of many on a connection that s watches:
+// the bus sets no handler of the connection's own.
+func SharedConn(s *Shared) Option {
+	return func(b *Bus) error { b.shared = s; return nil }
+}
+
 // New builds the NATS bus of the agent c describes over nc. With signing
 // configured it checks the keys and draws this run's epoch (NextEpoch).
 func New(nc *nats.Conn, c agent.BusContext, opts ...Option) (*Bus, error) {
@@ -60,7 +131,7 @@ func New(nc *nats.Conn, c agent.BusContext, opts ...Option) (*Bus, error) {
 	if c.Log == nil {
 		return nil, errors.New("bus: no logger")
 	}
-	b := &Bus{c: c, nc: nc}
+	b := &Bus{c: c, nc: nc, inbox: DefaultInboxSize}
 	for _, o := range opts {
 		if err := o(b); err != nil {
 			return nil, err
@@ -108,7 +179,7 @@ func (b *Bus) Open(h agent.BusHooks) (ch <-chan agent.Input, err error) {
 	if b.mb != nil || b.closed {
 		return nil, errors.New("bus: opened twice")
 	}
-	mb := agent.NewMailbox(DefaultInboxSize)
+	mb := agent.NewMailbox(b.inbox)
 	var u undoStack
 	defer func() {
 		if err != nil {
@@ -167,6 +238,7 @@ func (b *Bus) transport(h agent.BusHooks, mb *agent.Mailbox, proto *protocols) (
 		Hooks:     agent.Hooks{OnBad: h.OnBad, OnMessage: h.OnMessage},
 		Signing:   b.signer,
 		Heartbeat: cfg.Heartbeat,
+		InboxSize: b.inbox,
 		protocols: proto,
 		Deliver: func(m election.Message) bool {
 			return mb.Offer(agent.Input{Kind: agent.InputMessage, Msg: m})
@@ -241,6 +313,9 @@ func (u undoStack) run() {
 // and logs its reconnections and asynchronous errors. It returns the undo.
 func (b *Bus) watchConnection(mb *agent.Mailbox) func() {
 	log := b.c.Log
+	if b.shared != nil {
+		return b.shared.add(mb)
+	}
 	prevDisc, prevRecon := b.nc.DisconnectErrHandler(), b.nc.ReconnectHandler()
 	b.nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
 		mb.Disconnected()

@@ -220,7 +220,7 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		// fit, whoever sent it); its goroutine only sorts out what to keep,
 		// in microseconds, dropping anything over wire.MaxMessageSize, so it
 		// holds large messages only while that goroutine is starved.
-		raw:       make(chan *nats.Msg, 4096),
+		raw:       make(chan *nats.Msg, rawCap(c.InboxSize)),
 		work:      make(chan *nats.Msg, max(c.InboxSize, 64)),
 		inbox:     make(chan election.Message, inboxCap(c)),
 		done:      make(chan struct{}),
@@ -260,6 +260,10 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 	}
 	return t, nil
 }
+
+// rawCap is the capacity of the transport's raw queue for an inbox of
+// size inbox: four times the inbox, at most 4096 messages.
+func rawCap(inbox int) int { return min(4*max(inbox, 64), 4096) }
 
 // inboxCap is the capacity of the transport's inbox: none when Deliver
 // takes the messages (a bus's mailbox holds them instead).

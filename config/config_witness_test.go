@@ -2,7 +2,10 @@ package config
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,5 +65,55 @@ func TestWitnessDutyIgnored(t *testing.T) {
 	rc.Describe(&b)
 	if !strings.Contains(b.String(), "witnesses: gw3 (this member is a gateway)") {
 		t.Errorf("check-config output on a gateway:\n%s", b.String())
+	}
+}
+
+// LoadWitness: the groups from --groups or a groups file (comments and blank
+// lines skipped), the config's group without either; one-line errors for a
+// group listed twice, a bad line, an empty file, a member that is not a
+// witness and an embedded server.
+func TestLoadWitness(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "groups")
+	if err := os.WriteFile(file, []byte("# sites\nsite-1\n\n  site-2   # the second\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("site-1\nsite-2 site-3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--members", "gw1=1,gw2=2,wit=3", "--witnesses", "wit", "--state-dir", dir, "--nats-url", "nats://127.0.0.1:4222"}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{append([]string{"--id", "wit", "--groups", "a, b,c"}, base...), []string{"a", "b", "c"}},
+		{append([]string{"--id", "wit", "--groups-file=" + file}, base...), []string{"site-1", "site-2"}},
+		{append([]string{"--id", "wit", "--group", "only"}, base...), []string{"only"}},
+	} {
+		rc, groups, err := LoadWitness(c.args)
+		if err != nil {
+			t.Errorf("%v: %v", c.args, err)
+			continue
+		}
+		if !slices.Equal(groups, c.want) || rc.Agent.ID != "wit" {
+			t.Errorf("%v: groups %v, want %v", c.args, groups, c.want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{append([]string{"--id", "wit", "--groups", "a,b,a"}, base...), `groups: group "a" is listed twice`},
+		{append([]string{"--id", "wit", "--groups-file", bad}, base...), bad + `:2: "site-2 site-3": one group name per line`},
+		{append([]string{"--id", "wit", "--groups", "a", "--groups-file", file}, base...), "give one of them"},
+		{append([]string{"--id", "wit", "--groups"}, base[:0]...), "--groups: needs a value"},
+		{append([]string{"--id", "gw1", "--groups", "a"}, base...), `id: "gw1" is not one of witnesses [wit]`},
+		{append([]string{"--id", "wit", "--groups", "a", "--heartbeat", "soon"}, base...), "--heartbeat"},
+	} {
+		_, _, err := LoadWitness(c.args)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: %v, want one line with %q", c.args, err, c.want)
+		}
 	}
 }

@@ -44,6 +44,10 @@ type group struct {
 	startedAt time.Time
 	// hold, while set, delays the start of new members' loops until closed.
 	hold chan struct{}
+	// witness, when set, is a member of the group that runs elsewhere (a
+	// witness process): it is in every member's list and witnesses, and
+	// startAll does not start it.
+	witness string
 }
 
 func newGroup(name, url, dir, algorithm string, n int, hb time.Duration, advisories func(string) bool) *group {
@@ -80,6 +84,9 @@ func (g *group) start(id string) error {
 		Heartbeat: g.hb, HeartbeatMisses: 3, Preemption: agent.PreemptNever,
 		StateDir: filepath.Join(g.dir, g.name, id),
 	}
+	if g.witness != "" {
+		cfg.Witnesses = []string{g.witness}
+	}
 	m.a, err = agent.New(cfg, opts...)
 	if err != nil {
 		m.close()
@@ -99,8 +106,20 @@ func (g *group) start(id string) error {
 	return nil
 }
 
+// newWitnessGroup is a group of n gateways gw1..gwn and the witness w,
+// which another process runs.
+func newWitnessGroup(name, url, dir string, n int, hb time.Duration, w string) *group {
+	g := newGroup(name, url, dir, "bully", n, hb, nil)
+	g.witness = w
+	g.members = append(g.members, election.Member{ID: w, Priority: n + 1})
+	return g
+}
+
 func (g *group) startAll() error {
 	for _, m := range g.members {
+		if m.ID == g.witness {
+			continue
+		}
 		if err := g.start(m.ID); err != nil {
 			return err
 		}

@@ -25,6 +25,7 @@ func main() {
 	cmds := map[string]func([]string) error{
 		"deliveries": deliveries,
 		"scale":      scale,
+		"witness":    witnessScale,
 		"serve":      serve,
 	}
 	f, ok := cmds[os.Args[1]]

@@ -40,6 +40,9 @@ const usage = `edge-agent: leader election for the gateways of an edge site, ove
 
 Usage:
   edge-agent run --config FILE [flags]       run this gateway's agent (see run -h)
+  edge-agent witness --config FILE [--groups G1,G2,... | --groups-file FILE]
+                                             serve as the witness of many groups in one
+                                             process (see witness -h)
   edge-agent status [--json] [--wait D] --nats-url URL --group G
                                              ask every agent of a group who leads
                                              (--wait: until they agree on a leader)
@@ -84,6 +87,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "run":
 		return cmdRun(rest, stdout, stderr)
+	case "witness":
+		return cmdWitness(rest, stdout, stderr)
 	case "status":
 		return cmdStatus(rest, stdout, stderr)
 	case "resign":

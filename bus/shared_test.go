@@ -1,0 +1,82 @@
+package bus
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/agent"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A drop of a shared connection reaches every bus open on it, none that
+// closed, and is logged once, not once per bus.
+func TestSharedConnReportsDropToEveryOpenBus(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	var logs syncBuffer
+	sh := NewShared(nc, slog.New(slog.NewTextHandler(&logs, nil)))
+	var open []*agent.Mailbox
+	for range 3 {
+		mb := agent.NewMailbox(4)
+		t.Cleanup(mb.Close)
+		sh.add(mb)
+		open = append(open, mb)
+	}
+	closed := agent.NewMailbox(4)
+	t.Cleanup(closed.Close)
+	sh.add(closed)()
+	s.Shutdown()
+	for i, mb := range open {
+		select {
+		case in := <-mb.C():
+			if in.Kind != agent.InputDisconnected {
+				t.Errorf("bus %d got %+v, want the disconnect", i, in)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("bus %d: no disconnect report within 10 s", i)
+		}
+	}
+	select {
+	case in := <-closed.C():
+		t.Errorf("a bus that closed got %+v", in)
+	default:
+	}
+	if n := strings.Count(logs.String(), "NATS disconnected"); n != 1 {
+		t.Errorf("%d log lines for one drop, want 1:\n%s", n, logs.String())
+	}
+}

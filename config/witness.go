@@ -1,0 +1,125 @@
+package config
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// LoadWitness builds the configuration of `edge-agent witness` from its
+// arguments: the groups it serves (--groups G1,G2,... or --groups-file
+// FILE; without either, the config's group) and every flag of run, as Load
+// reads them. The config is the witness member's, the same for every group
+// but the group: its id must be one of its witnesses, and it runs no
+// embedded server. Errors are *Error, like Load's; -h/--help gives one that
+// wraps flag.ErrHelp.
+func LoadWitness(args []string) (*Config, []string, error) {
+	groups, rest, err := witnessGroups(args)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(groups) > 0 {
+		// The config's group is a template; each served group replaces it.
+		rest = append(rest, "--group="+groups[0])
+	}
+	c, err := Load(rest)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(groups) == 0 {
+		groups = []string{c.Agent.Group}
+	}
+	if !c.Agent.IsWitness(c.Agent.ID) {
+		return nil, nil, &Error{Key: "id", msg: fmt.Sprintf("id: %q is not one of witnesses %v: edge-agent witness serves only as a witness (a gateway runs edge-agent run)", c.Agent.ID, c.Agent.Witnesses)}
+	}
+	if c.EmbeddedNATS {
+		return nil, nil, &Error{Key: "nats.embedded", msg: "embedded_nats: a witness process connects to the NATS servers the groups use (nats.urls); for a witness that runs the site's own server, use edge-agent run"}
+	}
+	return c, groups, nil
+}
+
+// witnessGroups takes --groups and --groups-file out of args, returning
+// the groups they name (in order, each once) and the other arguments.
+func witnessGroups(args []string) (groups, rest []string, err error) {
+	var list, file string
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "-h" || arg == "--help" || arg == "-help" {
+			return nil, nil, &Error{msg: "witness: help requested", err: flag.ErrHelp}
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		if !strings.HasPrefix(arg, "-") || (name != "groups" && name != "groups-file") {
+			rest = append(rest, arg)
+			continue
+		}
+		if !hasVal {
+			if i+1 == len(args) {
+				return nil, nil, &Error{msg: "--" + name + ": needs a value"}
+			}
+			i++
+			val = args[i]
+		}
+		if name == "groups" {
+			list = val
+		} else {
+			file = val
+		}
+	}
+	if list != "" && file != "" {
+		return nil, nil, &Error{msg: "--groups and --groups-file: give one of them"}
+	}
+	if list != "" {
+		for g := range strings.SplitSeq(list, ",") {
+			if g = strings.TrimSpace(g); g != "" {
+				groups = append(groups, g)
+			}
+		}
+		if len(groups) == 0 {
+			return nil, nil, &Error{msg: "--groups: give at least one group"}
+		}
+	}
+	if file != "" {
+		if groups, err = readGroupsFile(file); err != nil {
+			return nil, nil, err
+		}
+	}
+	seen := map[string]bool{}
+	for _, g := range groups {
+		if seen[g] {
+			return nil, nil, &Error{msg: fmt.Sprintf("groups: group %q is listed twice", g)}
+		}
+		seen[g] = true
+	}
+	return groups, rest, nil
+}
+
+// readGroupsFile reads one group name per line; blank lines and what
+// follows a # are ignored.
+func readGroupsFile(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &Error{msg: "--groups-file: " + err.Error(), err: err}
+	}
+	defer f.Close()
+	var groups []string
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		g, _, _ := strings.Cut(sc.Text(), "#")
+		if g = strings.TrimSpace(g); g == "" {
+			continue
+		}
+		if strings.ContainsAny(g, " \t,") {
+			return nil, &Error{msg: fmt.Sprintf("--groups-file %s:%d: %q: one group name per line", path, line, g)}
+		}
+		groups = append(groups, g)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, &Error{msg: fmt.Sprintf("--groups-file %s: %v", path, err), err: err}
+	}
+	if len(groups) == 0 {
+		return nil, &Error{msg: fmt.Sprintf("--groups-file %s: no group in it", path)}
+	}
+	return groups, nil
+}

@@ -1,0 +1,116 @@
+package witness
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/bus"
+	"github.com/edge-agent/edge-agent/config"
+	"github.com/edge-agent/edge-agent/edge"
+)
+
+// ConnName names a witness process's NATS connection: no group's member
+// connection, so no gateway takes its closing for a member's.
+func ConnName(id string) string { return "edge-agent-witness/" + id }
+
+// MemoryLimit is the soft limit on the Go heap of a witness process
+// serving n groups: run's limit, limit, and room for each group's agent.
+func MemoryLimit(limit int64, n int) int64 { return limit + int64(n)*(48<<10) }
+
+// Serve is `edge-agent witness`: it connects to the NATS servers of rc once
+// and serves as the witness of every one of groups until ctx ends, with
+// rc's HTTP endpoints, Pushgateway push and journal (one file per group,
+// JOURNAL.GROUP), and systemd's readiness and watchdog notifications.
+func Serve(ctx context.Context, rc *config.Config, groups []string, log *slog.Logger, version string) error {
+	clientOpts, err := rc.NATSClient.Options()
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(strings.Join(rc.NATSURLs, ","), append(bus.NATSOptions(ConnName(rc.Agent.ID)), clientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("connect to NATS %s: %w", strings.Join(edge.RedactURLs(rc.NATSURLs), ","), err)
+	}
+	defer nc.Close()
+	var undo []func()
+	defer func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}()
+	h, err := New(Config{Agent: rc.Agent, Groups: groups, Conn: nc, Log: log, Version: version,
+		AgentOptions: journals(rc.Journal, &undo)})
+	if err != nil {
+		return err
+	}
+	if rc.HTTPAddr != "" {
+		ln, err := net.Listen("tcp", rc.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("http_addr %s: %w", rc.HTTPAddr, err)
+		}
+		srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		undo = append(undo, func() { srv.Close() })
+		log.Info("http listening", "addr", ln.Addr().String())
+	}
+	if rc.Push.URL != "" {
+		stop, err := push(rc.Push, rc.Agent.ID, h, log)
+		if err != nil {
+			return err
+		}
+		undo = append(undo, stop)
+	}
+	notifier, err := edge.NewSystemdNotifier(log)
+	if err != nil {
+		return err
+	}
+	if notifier.Enabled() {
+		// READY=1 once connected; watchdog pings while every group's loop
+		// runs (Host.Healthy), as for run.
+		done := make(chan struct{})
+		go func() { defer close(done); notifier.Run(ctx, h) }()
+		undo = append(undo, func() { <-done })
+	}
+	return h.Run(ctx)
+}
+
+// push pushes the host's registry to the Pushgateway of c, grouped by job
+// and instance (the witness's id); stop makes the last push.
+func push(c edge.PushConfig, id string, h *Host, log *slog.Logger) (stop func(), err error) {
+	c.Grouping = [][2]string{{"instance", id}}
+	c.Gatherer = h.Registry()
+	c.Logger = log
+	p, err := edge.NewPusher(c)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	log.Info("pushing metrics to the Pushgateway", "url", edge.RedactURL(c.URL), "interval", c.Interval, "job", c.Job)
+	return func() { cancel(); <-done }, nil
+}
+
+// journals gives each group's agent its own journal file, path with the
+// group appended (path.GROUP); nil without a journal.
+func journals(path string, undo *[]func()) func(string) ([]agent.Option, error) {
+	if path == "" {
+		return nil
+	}
+	return func(g string) ([]agent.Option, error) {
+		f, err := os.OpenFile(path+"."+g, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("journal: %w", err)
+		}
+		*undo = append(*undo, func() { f.Close() })
+		return []agent.Option{agent.WithJournal(f)}, nil
+	}
+}
