@@ -124,12 +124,16 @@ func newMetrics(reg prometheus.Registerer, withRuntime, sparse bool, group, vers
 	if withRuntime {
 		runtimeReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	if sparse {
-		return m
+	if !sparse {
+		m.declare()
 	}
-	// Every labelled counter exists at zero from the first scrape, so that
-	// rate() and absent() rules work before the first increment (a
-	// one-member group sends no election message at all).
+	return m
+}
+
+// declare makes every labelled counter exist at zero from the first
+// scrape, so that rate() and absent() rules work before the first
+// increment (a one-member group sends no election message at all).
+func (m *metrics) declare() {
 	for _, t := range messageTypes() {
 		for _, d := range []string{"in", "out"} {
 			m.messages.WithLabelValues(t, d)
@@ -151,7 +155,6 @@ func newMetrics(reg prometheus.Registerer, withRuntime, sparse bool, group, vers
 			m.controlRequests.WithLabelValues(v, r)
 		}
 	}
-	return m
 }
 
 // groupRegisterer registers on reg with the label group=group added to

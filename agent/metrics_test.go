@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/edge-agent/edge-agent/agent/wire"
@@ -106,4 +107,36 @@ func labelOf(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// Sparse metrics (a witness process's thousand groups) leave out the zero
+// series that the agent otherwise declares, and count as usual.
+func TestSparseMetrics(t *testing.T) {
+	series := func(sparse bool, count func(*metrics)) (total int, bad float64) {
+		reg := prometheus.NewRegistry()
+		m := newMetrics(reg, false, sparse, "site", "")
+		count(m)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			total += len(mf.GetMetric())
+			if mf.GetName() == "edge_election_bad_messages_total" {
+				for _, s := range mf.GetMetric() {
+					bad += s.GetCounter().GetValue()
+				}
+			}
+		}
+		return total, bad
+	}
+	full, _ := series(false, func(*metrics) {})
+	sparse, _ := series(true, func(*metrics) {})
+	if sparse*4 > full {
+		t.Errorf("sparse: %d series, declared: %d; want under a quarter", sparse, full)
+	}
+	n, bad := series(true, func(m *metrics) { m.badMessage("malformed"); m.badMessage("malformed") })
+	if n != sparse+1 || bad != 2 {
+		t.Errorf("sparse after two malformed messages: %d series (want %d), %v counted (want 2)", n, sparse+1, bad)
+	}
 }

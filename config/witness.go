@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 )
@@ -38,6 +39,22 @@ func LoadWitness(args []string) (*Config, []string, error) {
 		return nil, nil, &Error{Key: "nats.embedded", msg: "embedded_nats: a witness process connects to the NATS servers the groups use (nats.urls); for a witness that runs the site's own server, use edge-agent run"}
 	}
 	return c, groups, nil
+}
+
+// WitnessUsage writes the flags of `edge-agent witness` and their help to
+// w: its own, then run's.
+func WitnessUsage(w io.Writer) {
+	fmt.Fprint(w, `  --groups G1,G2,...
+    	the groups to serve as their witness (default: the config's group)
+  --groups-file FILE
+    	the groups to serve, one per line (# starts a comment)
+
+The config is the member's, as for run, the same for every group but the group:
+its id must be one of its witnesses; each group's term and vote are kept in
+state_dir/GROUP. Every other run flag applies:
+
+`)
+	Usage(w)
 }
 
 // witnessGroups takes --groups and --groups-file out of args, returning

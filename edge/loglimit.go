@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -117,4 +118,28 @@ func (l *LimitedHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 // WithGroup implements slog.Handler; the result shares the limits.
 func (l *LimitedHandler) WithGroup(name string) slog.Handler {
 	return &LimitedHandler{h: l.h.WithGroup(name), lim: l.lim}
+}
+
+// NewLogger is the binary's logger: text or JSON (format "json") on w, at
+// level "debug", "info" (the default), "warn" or "error", with warnings and
+// errors that others can provoke at will rate-limited (LimitedHandler), so
+// that they cannot fill the journal.
+func NewLogger(w io.Writer, format, level string) *slog.Logger {
+	var lv slog.Level
+	switch level {
+	case "debug":
+		lv = slog.LevelDebug
+	case "warn":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	default:
+		lv = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if format == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	return slog.New(NewLimitedHandler(h))
 }

@@ -193,6 +193,22 @@ func (p *Pusher) Stats() (pushes, failures int, lastErr error) {
 	return p.pushes, p.failures, p.lastErr
 }
 
+// Start runs the pusher in the background (Run) and logs where it pushes;
+// stop ends it, after the final push.
+func (p *Pusher) Start() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Run(ctx)
+	}()
+	p.log.Info("pushing metrics to the Pushgateway", "url", RedactURL(p.cfg.URL), "interval", p.cfg.Interval, "job", p.cfg.Job)
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // Run pushes until ctx ends, then pushes once more (bounded by Timeout)
 // and returns.
 func (p *Pusher) Run(ctx context.Context) {

@@ -92,11 +92,7 @@ func push(c edge.PushConfig, id string, h *Host, log *slog.Logger) (stop func(),
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); p.Run(ctx) }()
-	log.Info("pushing metrics to the Pushgateway", "url", edge.RedactURL(c.URL), "interval", c.Interval, "job", c.Job)
-	return func() { cancel(); <-done }, nil
+	return p.Start(), nil
 }
 
 // journals gives each group's agent its own journal file, path with the

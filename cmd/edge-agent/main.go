@@ -20,6 +20,7 @@ import (
 	"github.com/edge-agent/edge-agent/config"
 	"github.com/edge-agent/edge-agent/edge"
 	"github.com/edge-agent/edge-agent/election"
+	"github.com/edge-agent/edge-agent/witness"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -139,54 +140,52 @@ func printHelp(w io.Writer, synopsis, flags string, fs *flag.FlagSet) int {
 	return exitOK
 }
 
-func newLogger(w io.Writer, format, level string) *slog.Logger {
-	var lv slog.Level
-	switch level {
-	case "debug":
-		lv = slog.LevelDebug
-	case "warn":
-		lv = slog.LevelWarn
-	case "error":
-		lv = slog.LevelError
-	default:
-		lv = slog.LevelInfo
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	var h slog.Handler = slog.NewTextHandler(w, opts)
-	if format == "json" {
-		h = slog.NewJSONHandler(w, opts)
-	}
-	// Warnings and errors others can provoke at will must not fill the
-	// journal (edge.LimitedHandler).
-	return slog.New(edge.NewLimitedHandler(h))
-}
-
 func cmdRun(args []string, stdout, stderr io.Writer) int {
 	rc, err := config.Load(args)
+	return daemon(rc, err, defaultMemoryLimit, stdout, stderr, "run --config FILE [flags] (flags override the file)", config.Usage,
+		func(ctx context.Context, log *slog.Logger) error { return runAgent(ctx, rc, log) })
+}
+
+// cmdWitness serves as the witness member of many groups in one process,
+// over one NATS connection (package witness).
+func cmdWitness(args []string, stdout, stderr io.Writer) int {
+	rc, groups, err := config.LoadWitness(args)
+	return daemon(rc, err, witness.MemoryLimit(defaultMemoryLimit, len(groups)), stdout, stderr,
+		"witness --config FILE [--groups G1,G2,... | --groups-file FILE] [run flags]", config.WitnessUsage,
+		func(ctx context.Context, log *slog.Logger) error { return witness.Serve(ctx, rc, groups, log, version) })
+}
+
+// daemon runs a long-lived command (run, witness) with the config rc that
+// loading gave, or err: its usage on -h, exit 2 on a bad config, then serve
+// with the config's logger, a soft memory limit of limit bytes unless
+// GOMEMLIMIT sets one, until SIGTERM or SIGINT.
+func daemon(rc *config.Config, err error, limit int64, stdout, stderr io.Writer, synopsis string, usage func(io.Writer),
+	serve func(context.Context, *slog.Logger) error) int {
+	cmd, _, _ := strings.Cut(synopsis, " ")
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			var b strings.Builder
-			config.Usage(&b)
-			return printHelp(stdout, "edge-agent run --config FILE [flags] (flags override the file)", b.String(), nil)
+			usage(&b)
+			return printHelp(stdout, "edge-agent "+synopsis, b.String(), nil)
 		}
 		fmt.Fprintf(stderr, "edge-agent: %v\n", err)
 		return exitUsage
 	}
-	log := newLogger(stderr, rc.LogFormat, rc.LogLevel)
+	log := edge.NewLogger(stderr, rc.LogFormat, rc.LogLevel)
 	if os.Getenv("GOMEMLIMIT") == "" {
 		// A soft limit on the Go heap: under a flood of large messages on
 		// the site bus (the embedded server reads every one), the garbage
 		// is collected before the agent grows (deploy/arm64/README.md).
-		debug.SetMemoryLimit(defaultMemoryLimit)
+		debug.SetMemoryLimit(limit)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := runAgent(ctx, rc, log); err != nil {
+	if err := serve(ctx, log); err != nil {
 		if errors.Is(err, agent.ErrTermAtBound) {
 			log.Error("edge-agent failed: the group's term reached its bound; with every agent of the group stopped, run `edge-agent reset-term --config FILE` on every gateway (docs/SECURITY.md)", "err", err)
 			return exitFailure
 		}
-		log.Error("edge-agent failed", "err", err)
+		log.Error("edge-agent failed", "command", cmd, "err", err)
 		return exitFailure
 	}
 	return exitOK

@@ -304,16 +304,9 @@ func startPusher(rc *config.Config, a *agent.Agent, log *slog.Logger, now *lateT
 			p.Trigger()
 		}
 	}()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		p.Run(ctx)
-	}()
-	log.Info("pushing metrics to the Pushgateway", "url", edge.RedactURL(c.URL), "interval", c.Interval, "job", c.Job)
+	stopPush := p.Start()
 	return func() {
 		cancelWatch()
-		cancel()
-		<-done
+		stopPush()
 	}, nil
 }
