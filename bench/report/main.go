@@ -70,14 +70,15 @@ func main() {
 	md := flag.String("md", "", "markdown report to write")
 	png := flag.String("png", "", "chart to write (.png or .svg)")
 	analysis := flag.String("analysis", "analysis.md", "hand-written analysis appended to the report")
+	sections := flag.String("sections", "sections.md", "hand-written sections placed after the measured figures (results of make mixed-bench, ...)")
 	flag.Parse()
-	if err := run(*in, *md, *png, *analysis); err != nil {
+	if err := run(*in, *md, *png, *analysis, *sections); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
 }
 
-func run(in, md, png, analysisPath string) error {
+func run(in, md, png, analysisPath, sectionsPath string) error {
 	paths, err := filepath.Glob(filepath.Join(in, "*.json"))
 	if err != nil {
 		return err
@@ -102,8 +103,12 @@ func run(in, md, png, analysisPath string) error {
 	if err != nil {
 		return err
 	}
+	sections, err := os.ReadFile(sectionsPath)
+	if err != nil {
+		return err
+	}
 	chartName := filepath.Base(png)
-	doc := render(files, chartName, string(analysis))
+	doc := render(files, chartName, string(sections), string(analysis))
 	if err := os.WriteFile(md, []byte(doc), 0o644); err != nil {
 		return err
 	}

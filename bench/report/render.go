@@ -18,7 +18,10 @@ var figures = []struct{ key, title, intro string }{
 	{"witness", "9. One witness process for many two-gateway sites", "`edge-agent witness` (issue 17) serving many groups of 2 gateways + the witness, at H = 1 s; the gateways' agents run in another process (a NATS connection each), the nats-server in a third. Every second each pair is checked: exactly one gateway leads with a valid lease and both name it; the witness process's CPU (summed over its threads) and RSS are sampled. MiB = 2^20 bytes."},
 }
 
-func render(files []file, chartName, analysis string) string {
+// render writes the report: the measured figures, then sections (written
+// by hand: figures of other runs, such as make mixed-bench), then the
+// targets missed and the hand-written analysis.
+func render(files []file, chartName, sections, analysis string) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	var all []series
@@ -118,6 +121,9 @@ func render(files []file, chartName, analysis string) string {
 		w("\n")
 	}
 
+	if sections != "" {
+		w("%s\n", strings.TrimRight(sections, "\n")+"\n")
+	}
 	w("## Targets missed, and why\n\n")
 	any := false
 	for _, s := range all {

@@ -17,7 +17,7 @@ func TestVIPFigureSideBySide(t *testing.T) {
 		row("edge-agent", "SIGKILL, failover", []float64{60, 70, 80}, count{Name: "kept the VIP", N: 0, Of: 3}),
 		row("edge-agent", "cut, two-holder ms", []float64{0, 0, 0}, count{Name: "cuts with two holders", N: 0, Of: 3}),
 	}}}
-	md := render(files, "chart.png", "")
+	md := render(files, "chart.png", "", "")
 	for _, want := range []string{
 		"| | keepalived 2.2.7 | edge-agent |\n|---|---|---|\n",
 		"| SIGKILL, failover, p50 / p99 | 31.0 ms / 40.0 ms | 70.0 ms / 80.0 ms |\n",
@@ -27,5 +27,17 @@ func TestVIPFigureSideBySide(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// The hand-written sections (make mixed-bench's figures) come after the
+// measured figures and before the targets missed, so that make bench keeps
+// them.
+func TestHandWrittenSectionsKept(t *testing.T) {
+	files := []file{{Program: "bench scale", Series: []series{{Figure: "scale", Name: "groups", Unit: "groups", Samples: []float64{5}}}}}
+	md := render(files, "chart.png", "## 8. A site mid-upgrade\n\nrows\n", "analysis text\n")
+	scale, mixed, missed := strings.Index(md, "## 5. Scale"), strings.Index(md, "## 8. A site mid-upgrade\n\nrows\n"), strings.Index(md, "## Targets missed")
+	if scale < 0 || mixed < 0 || missed < 0 || !(scale < mixed && mixed < missed) {
+		t.Errorf("sections at %d (scale), %d (hand-written), %d (targets missed); want them in that order:\n%s", scale, mixed, missed, md)
 	}
 }
