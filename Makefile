@@ -20,7 +20,7 @@ GCFLAGS ?=
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo "$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2")
 
 .PHONY: all build build-arm64 build-arm64-client build-amd64 test race short lint tidy-check demo failover handover footprint bench bench-vet fuzz fuzz-short deb clean
-.PHONY: mixed-bench site-screenshot transfer check-rules chaos chaos-short chaos-lossy check-safety attack duty-faults guard-footprint vip-bench
+.PHONY: mixed-bench witness-bench site-screenshot transfer check-rules chaos chaos-short chaos-lossy check-safety attack duty-faults guard-footprint vip-bench
 
 all: lint test build
 
@@ -179,6 +179,15 @@ MIXED_TRIALS ?= 30
 MIXED_ROUNDS ?= 5
 mixed-bench:
 	GO="$(GO)" OUT="$(MIXED_OUT)" TRIALS="$(MIXED_TRIALS)" ROUNDS="$(MIXED_ROUNDS)" ALGORITHMS="$(BENCH_ALGORITHMS)" bash bench/mixed.sh
+
+# Failover of a two-gateway site with a witness beside a three-gateway site
+# (issue 17), interleaved in rounds so that load falls on both alike: both
+# algorithms, SIGKILL (fast path) and SIGSTOP, WITNESS_TRIALS per row (about
+# 10 minutes for 30). Results in WITNESS_OUT; docs/BENCHMARKS.md has a run.
+WITNESS_OUT    ?= $(BIN)/witness
+WITNESS_TRIALS ?= 30
+witness-bench:
+	GO="$(GO)" OUT="$(WITNESS_OUT)" TRIALS="$(WITNESS_TRIALS)" ALGORITHMS="$(BENCH_ALGORITHMS)" bash bench/witness.sh
 
 # The bench/raftpeer and bench/report modules are outside ./... of the root
 # module: CI only vets and tests them here (gofmt covers them already), so that

@@ -15,6 +15,7 @@ TRIALS=${TRIALS:-60}
 ALGORITHMS=${ALGORITHMS:-bully ring}
 DELIVERY_TRIALS=${DELIVERY_TRIALS:-10}
 VIP_TRIALS=${VIP_TRIALS:-30}
+WITNESS_TRIALS=${WITNESS_TRIALS:-30}
 case $OUT in /*) ;; *) OUT=$root/$OUT ;; esac
 
 rm -rf "$OUT"
@@ -42,6 +43,13 @@ for alg in $ALGORITHMS; do
 		-trials "$TRIALS" -json "$OUT/1$i-failover-crash-$alg.json" -log "$OUT/1$i-failover-crash-$alg.agents.log"
 	step "1$i-failover-silent-$alg" 6 $GO run ./bench/failover -algorithm "$alg" -fast -mode freeze \
 		-trials "$TRIALS" -json "$OUT/1$i-failover-silent-$alg.json" -log "$OUT/1$i-failover-silent-$alg.agents.log"
+	# A two-gateway site with a witness (issue 17): the same faults on 3
+	# agent processes, gw3 a witness; WITNESS_TRIALS each (make witness-bench
+	# sets it beside a three-gateway site, interleaved).
+	step "1$i-failover-crash-witness-$alg" 6 $GO run ./bench/failover -agents 3 -witness -algorithm "$alg" -fast -mode kill \
+		-trials "$WITNESS_TRIALS" -json "$OUT/1$i-failover-crash-witness-$alg.json" -log "$OUT/1$i-failover-crash-witness-$alg.agents.log"
+	step "1$i-failover-silent-witness-$alg" 6 $GO run ./bench/failover -agents 3 -witness -algorithm "$alg" -fast -mode freeze \
+		-trials "$WITNESS_TRIALS" -json "$OUT/1$i-failover-silent-witness-$alg.json" -log "$OUT/1$i-failover-silent-witness-$alg.agents.log"
 	step "2$i-handover-$alg" 6 $GO run ./bench/failover -algorithm "$alg" -fast -mode term \
 		-trials "$TRIALS" -json "$OUT/2$i-handover-$alg.json" -log "$OUT/2$i-handover-$alg.agents.log"
 	step "2$i-transfer-$alg" 6 $GO run ./bench/failover -algorithm "$alg" -fast -mode transfer \

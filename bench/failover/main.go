@@ -15,6 +15,12 @@
 //	go run ./bench/failover -trials 30 -agents 5 -heartbeat 100ms -misses 3
 //	go run ./bench/failover -fast -mode freeze -json out/freeze.json
 //	go run ./bench/failover -mode transfer
+//	go run ./bench/failover -agents 3 -witness -fast -mode kill
+//
+// With -witness the highest-ranked member (gwN of -agents N) is a witness
+// (--witnesses gwN): it votes and acknowledges heartbeats but never leads, so
+// -agents 3 -witness is a two-gateway site with a witness. The victim is the
+// leader, always a gateway; a trial in which the witness leads fails the run.
 package main
 
 import (
@@ -67,7 +73,12 @@ type options struct {
 	logPath   string
 	oldBin    string // members old run this binary (a site mid-upgrade)
 	old       string
+	witness   bool // the last member is a witness
 }
+
+// witnessID is the witness of a -witness run: the last, highest-ranked
+// member, the one a member that did not know it never stands would wait for.
+func witnessID(o options) string { return fmt.Sprintf("gw%d", o.n) }
 
 func main() {
 	var o options
@@ -86,6 +97,7 @@ func main() {
 	flag.DurationVar(&o.settle, "settle", -1, "how long after the last unfaulted election a trial may start (default 45 H + D, the backoff cap)")
 	flag.StringVar(&o.oldBin, "old-bin", "", "an edge-agent binary of an earlier build (e.g. a released protocol version) that the members -old run instead of this tree's: a site mid-upgrade")
 	flag.StringVar(&o.old, "old", "", "comma-separated member ids (gw1..gwN) that run -old-bin")
+	flag.BoolVar(&o.witness, "witness", false, "the last member (gwN of -agents N) is a witness: it votes and acknowledges heartbeats but never leads; -agents 3 -witness is a two-gateway site with a witness")
 	flag.BoolVar(&o.cluster, "cluster", false, "an offline site: every agent runs an embedded server, clustered with the others (with -fast the fast path is route closures; without it, heartbeats only)")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -101,6 +113,11 @@ func series(o options) benchresult.Series {
 		Settings: fmt.Sprintf("%d agent processes, %s, H=%s, k=%d (D=%s), /status polled every %s; a trial starts with every member up for D and the last unfaulted election 45 H behind (the backoff cap)",
 			o.n, map[bool]string{false: "1 nats-server", true: "each with its embedded nats-server, clustered"}[o.cluster],
 			o.hb, o.misses, time.Duration(o.misses)*o.hb, o.poll),
+	}
+	if o.witness {
+		s.Settings = fmt.Sprintf("%d gateways and a witness (%s, ranked highest; --witnesses), ", o.n-1, witnessID(o)) + s.Settings
+		// Off the chart: the rows of a 3-gateway site are the comparison.
+		s.Chart = false
 	}
 	heartbeatTargets := []benchresult.Target{{Stat: "p50", Max: 260}, {Stat: "p99", Max: 310}}
 	switch {
@@ -131,6 +148,9 @@ func series(o options) benchresult.Series {
 	default:
 		s.Settings += ", fast failover off"
 	}
+	if o.witness {
+		s.Name += fmt.Sprintf(", %d gateways + 1 witness", o.n-1)
+	}
 	return s
 }
 
@@ -151,6 +171,9 @@ func run(o options) error {
 			Seconds: time.Since(began).Seconds(), Series: []benchresult.Series{s},
 		})
 	}
+	if o.witness && o.n < 2 {
+		return fmt.Errorf("-witness needs -agents 2 or more: at least one member must not be a witness")
+	}
 	if err := benchresult.AlgorithmAvailable(o.algorithm); err != nil {
 		fmt.Printf("algorithm %s: %v: recorded as pending\n", o.algorithm, err)
 		out.Pending = fmt.Sprintf("this build cannot run it (%v)", err)
@@ -168,6 +191,9 @@ func run(o options) error {
 	start := harness.StartNATS
 	args := []string{"--algorithm", o.algorithm, "--heartbeat", o.hb.String(), "--heartbeat-misses", fmt.Sprint(o.misses),
 		"--preemption", "never", "--log-level", "debug"}
+	if o.witness {
+		args = append(args, "--witnesses", witnessID(o))
+	}
 	path := "heartbeats only"
 	bus := "one nats-server"
 	var site *harness.Site
@@ -221,6 +247,9 @@ func run(o options) error {
 				return err
 			}
 		}
+	}
+	if o.witness {
+		bus += ", " + witnessID(o) + " a witness"
 	}
 	site.Journals = true
 	if o.old != "" {
@@ -325,6 +354,9 @@ func run(o options) error {
 		if err != nil {
 			return fmt.Errorf("trial %d: before the fault: %w", i+1, err)
 		}
+		if o.witness && now.Leader == witnessID(o) {
+			return fmt.Errorf("trial %d: the witness %s leads term %d", i+1, now.Leader, now.Term)
+		}
 		if now.Leader != cur.Leader || now.Term != cur.Term {
 			if unplanned += int(now.Term - cur.Term); unplanned > 10*o.trials {
 				return fmt.Errorf("the group keeps electing without a fault (%d terms): the machine is too busy to measure", unplanned)
@@ -338,9 +370,16 @@ func run(o options) error {
 		if dead != nil {
 			dead.reset()
 		}
-		next, err := trial(site, nc, o.mode, cur, o.poll)
+		witness := ""
+		if o.witness {
+			witness = witnessID(o)
+		}
+		next, err := trial(site, nc, o.mode, cur, o.poll, witness)
 		if err != nil {
 			return fmt.Errorf("trial %d: %w", i+1, err)
+		}
+		if o.witness && next.Leader == witnessID(o) {
+			return fmt.Errorf("trial %d: the witness %s leads term %d", i+1, next.Leader, next.Term)
 		}
 		took := next.At.Sub(next.t0)
 		samples = append(samples, took)
@@ -491,8 +530,9 @@ type outcome struct {
 // it exits, so waiting for the exit first would time the harness, not the
 // failover. A frozen leader is thawed once the others agree: it wakes with
 // its lease long gone and must rejoin as a follower. A transfer goes to a
-// random other member; the old leader keeps running and must agree too.
-func trial(site *harness.Site, nc *nats.Conn, mode string, cur harness.Agreement, poll time.Duration) (outcome, error) {
+// random other member (never the witness, which would refuse); the old
+// leader keeps running and must agree too.
+func trial(site *harness.Site, nc *nats.Conn, mode string, cur harness.Agreement, poll time.Duration, witness string) (outcome, error) {
 	victim := cur.Leader
 	var survivors []string
 	for _, id := range site.Running() {
@@ -515,7 +555,13 @@ func trial(site *harness.Site, nc *nats.Conn, mode string, cur harness.Agreement
 		wait = func() error { return site.Thaw(victim) }
 	case modeTransfer:
 		waitFor = site.Running()
-		nominee = survivors[rand.N(len(survivors))]
+		var nominees []string
+		for _, id := range survivors {
+			if id != witness {
+				nominees = append(nominees, id)
+			}
+		}
+		nominee = nominees[rand.N(len(nominees))]
 		err = transfer(nc, site.Group, nominee)
 	}
 	if err != nil {
