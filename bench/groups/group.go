@@ -22,6 +22,7 @@ import (
 type member struct {
 	id     string
 	nc     *nats.Conn
+	own    bool       // nc is this member's own, closed with it
 	sys    *nats.Conn // system-account connection, for advisories; may be nil
 	a      *agent.Agent
 	cancel context.CancelFunc
@@ -48,6 +49,17 @@ type group struct {
 	// witness process): it is in every member's list and witnesses, and
 	// startAll does not start it.
 	witness string
+	// conns, when set, gives each member id a connection that it shares
+	// with the same id of other groups (and a small inbox, sparse metrics):
+	// the many simulated gateways of the witness benchmark, which would not
+	// fit this machine with a connection each.
+	conns map[string]sharedConn
+}
+
+// sharedConn is a connection that many groups' agents use.
+type sharedConn struct {
+	nc *nats.Conn
+	s  *bus.Shared
 }
 
 func newGroup(name, url, dir, algorithm string, n int, hb time.Duration, advisories func(string) bool) *group {
@@ -62,23 +74,31 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // start launches member id: its own connection, its own state directory.
 func (g *group) start(id string) error {
-	nc, err := nats.Connect(g.url, bus.NATSOptions(agent.ConnName(g.name, id))...)
-	if err != nil {
-		return fmt.Errorf("%s/%s: connect: %w", g.name, id, err)
-	}
-	m := &member{id: id, nc: nc, done: make(chan error, 1)}
 	opts := []agent.Option{agent.WithLogger(quiet)}
 	var busOpts []bus.Option
+	m := &member{id: id, done: make(chan error, 1)}
+	if c, ok := g.conns[id]; ok {
+		m.nc = c.nc
+		busOpts = append(busOpts, bus.SharedConn(c.s), bus.InboxSize(32))
+		opts = append(opts, agent.WithSparseMetrics())
+	} else {
+		nc, err := nats.Connect(g.url, bus.NATSOptions(agent.ConnName(g.name, id))...)
+		if err != nil {
+			return fmt.Errorf("%s/%s: connect: %w", g.name, id, err)
+		}
+		m.nc, m.own = nc, true
+	}
+	var err error
 	if g.advisories != nil && g.advisories(id) {
 		m.sys, err = nats.Connect(g.url, nats.Name(agent.ConnName(g.name, id)+"/advisories"),
 			nats.UserInfo(harness.SystemUser, harness.SystemPassword))
 		if err != nil {
-			nc.Close()
+			m.close()
 			return fmt.Errorf("%s/%s: connect to the system account: %w", g.name, id, err)
 		}
 		busOpts = append(busOpts, bus.Advisories(m.sys))
 	}
-	opts = append(opts, bus.WithNATS(nc, busOpts...))
+	opts = append(opts, bus.WithNATS(m.nc, busOpts...))
 	cfg := agent.Config{
 		ID: id, Group: g.name, Members: g.members, Algorithm: g.algorithm,
 		Heartbeat: g.hb, HeartbeatMisses: 3, Preemption: agent.PreemptNever,
@@ -139,7 +159,9 @@ func (g *group) startAllAtOnce() error {
 }
 
 func (m *member) close() {
-	m.nc.Close()
+	if m.own {
+		m.nc.Close()
+	}
 	if m.sys != nil {
 		m.sys.Close()
 	}

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/bus"
 	"github.com/edge-agent/edge-agent/internal/benchresult"
 	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/poll"
@@ -31,6 +34,7 @@ func witnessScale(args []string) error {
 	hb := fs.Duration("heartbeat", time.Second, "heartbeat period H")
 	window := fs.Duration("window", 60*time.Second, "steady-state window")
 	bin := fs.String("bin", "", "the edge-agent binary (default: build this tree's)")
+	perID := fs.Int("conns", 8, "connections per gateway id that the simulated gateways share (0: one per gateway)")
 	jsonPath := fs.String("json", "", "write the series here")
 	_ = fs.Parse(args)
 	began := time.Now()
@@ -67,9 +71,28 @@ func witnessScale(args []string) error {
 		_ = w.Wait()
 	}()
 
+	// The gateways share a few connections (gw1s on some, gw2s on others:
+	// a connection does not hear its own messages), with small inboxes:
+	// 2,000 agents with a connection and the default inbox each do not fit
+	// this machine beside the witness, and the witness sees the same
+	// messages either way.
+	conns := map[string][]sharedConn{}
+	for _, id := range []string{"gw1", "gw2"} {
+		for j := range *perID {
+			nc, err := nats.Connect(url, bus.NATSOptions(fmt.Sprintf("bench-%s-%d", id, j))...)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			conns[id] = append(conns[id], sharedConn{nc: nc, s: bus.NewShared(nc, quiet)})
+		}
+	}
 	gs := make([]*group, len(names))
 	for i, n := range names {
 		gs[i] = newWitnessGroup(n, url, dir, 2, *hb, "w")
+		if *perID > 0 {
+			gs[i].conns = map[string]sharedConn{"gw1": conns["gw1"][i%*perID], "gw2": conns["gw2"][i%*perID]}
+		}
 	}
 	defer func() {
 		for _, g := range gs {
@@ -148,8 +171,12 @@ func witnessScale(args []string) error {
 	if err != nil {
 		return err
 	}
-	settings := fmt.Sprintf("1 edge-agent witness process serving %d groups of 2 gateways + the witness; the %d gateway agents in another process (a connection each), 1 nats-server in a third; H=%s, k=3, checked every 1 s for %s",
-		len(gs), 2*len(gs), *hb, *window)
+	shared := "a connection each"
+	if *perID > 0 {
+		shared = fmt.Sprintf("sharing %d connections", 2**perID)
+	}
+	settings := fmt.Sprintf("1 edge-agent witness process serving %d groups of 2 gateways + the witness; the %d gateway agents in another process (%s), 1 nats-server in a third; H=%s, k=3, checked every 1 s for %s",
+		len(gs), 2*len(gs), shared, *hb, *window)
 	note := fmt.Sprintf("all %d pairs elected a gateway and the witness named it %.1f s after the first gateway started (%.1f s to start them); %d pairs changed leader or term during the window; at the end the witness named a leader in %d of %d groups, %d failed",
 		len(gs), elected.Seconds(), started.Seconds(), changes, s.Led, s.Groups, len(s.Failed))
 	if worst != "" {
