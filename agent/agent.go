@@ -435,13 +435,15 @@ func (a *Agent) loop(ctx context.Context, inputs <-chan Input) error {
 	a.in.queued = inputs
 	for {
 		var err error
-		// Inputs that already arrived go first, each as of when it
-		// arrived: a loop that ran late (a loaded machine holds a process
-		// for tens of milliseconds) must count an acknowledgement waiting
-		// for it before its timers, or the lease it renews, conclude that
-		// none came.
-		select {
-		case in, ok := <-inputs:
+		// The inputs that had already arrived when the loop came round go
+		// first, each as of when it arrived: a loop that ran late (a
+		// loaded machine holds a process for tens of milliseconds) must
+		// count an acknowledgement waiting for it before its timers, or
+		// the lease it renews, conclude that none came. Only those: the
+		// timer, a handover request and shutdown come next, however many
+		// inputs arrive meanwhile.
+		for n := len(inputs); n > 0; n-- {
+			in, ok := <-inputs
 			if !ok {
 				return errors.New("agent: bus closed")
 			}
@@ -449,8 +451,6 @@ func (a *Agent) loop(ctx context.Context, inputs <-chan Input) error {
 				a.stopLeading("persist failed")
 				return err
 			}
-			continue
-		default:
 		}
 		select {
 		case <-ctx.Done():
