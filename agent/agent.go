@@ -115,6 +115,7 @@ type inputs struct {
 	queued  <-chan Input
 	judging bool
 	before  int
+	judgeBy time.Duration // the verdict waits at most a tick
 }
 
 // leaseView is the lease and role, readable without the loop. Durations
@@ -836,12 +837,14 @@ func (a *Agent) sendReady(rd election.Ready, withhold bool) {
 // The lease derives from the send time of the heartbeat a quorum
 // acknowledged, not from when the loop reads the acknowledgement, so one
 // read late still proves it. Meanwhile IsLeader already says no (the lease
-// end has passed). The wait is bounded: only what had arrived by then.
+// end has passed). The wait is bounded: only what had arrived by then,
+// and for at most a tick, after which the leader stops acting whatever is
+// left.
 func (a *Agent) judgeLater() bool {
 	if !a.in.judging {
-		a.in.judging, a.in.before = true, len(a.in.queued)
+		a.in.judging, a.in.before, a.in.judgeBy = true, len(a.in.queued), a.mono()+a.cfg.Tick()
 	}
-	return a.in.before > 0
+	return a.in.before > 0 && a.mono() < a.in.judgeBy
 }
 
 // renewLease sets the lease of a leader's Ready rd: it runs from the send
