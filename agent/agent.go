@@ -113,6 +113,14 @@ type inputs struct {
 	bus     Bus
 	factory BusFactory   // builds bus in New
 	reqs    chan request // handovers asked for (Resign, Transfer)
+	// queued is the bus's channel while the loop runs. A lease found run
+	// out is judged only after the inputs that had arrived by then
+	// (before of them, counted when judging began) are stepped: see
+	// judgeLater.
+	queued  <-chan Input
+	judging bool
+	before  int
+	judgeBy time.Duration // the verdict waits at most a tick
 }
 
 // leaseView is the lease and role, readable without the loop. Durations
@@ -431,8 +439,26 @@ func (a *Agent) loop(ctx context.Context, inputs <-chan Input) error {
 	timer := time.NewTimer(a.cfg.Tick())
 	defer timer.Stop()
 	a.lease.lastLoopRun.Store(int64(a.mono()))
+	a.in.queued = inputs
 	for {
 		var err error
+		// The inputs that had already arrived when the loop came round go
+		// first, each as of when it arrived: a loop that ran late (a
+		// loaded machine holds a process for tens of milliseconds) must
+		// count an acknowledgement waiting for it before its timers, or
+		// the lease it renews, conclude that none came. Only those: the
+		// timer, a handover request and shutdown come next, however many
+		// inputs arrive meanwhile.
+		for n := len(inputs); n > 0; n-- {
+			in, ok := <-inputs
+			if !ok {
+				return errors.New("agent: bus closed")
+			}
+			if err := a.inputAt(clock, in); err != nil {
+				a.stopLeading("persist failed")
+				return err
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return a.shutdown()
@@ -443,8 +469,7 @@ func (a *Agent) loop(ctx context.Context, inputs <-chan Input) error {
 			if !ok {
 				return errors.New("agent: bus closed")
 			}
-			clock.catchUp(a.node, a.mono())
-			err = a.onInput(in)
+			err = a.inputAt(clock, in)
 		case r := <-a.in.reqs:
 			clock.catchUp(a.node, a.mono())
 			var rerr error
@@ -461,6 +486,24 @@ func (a *Agent) loop(ctx context.Context, inputs <-chan Input) error {
 		}
 		a.sleepUntilDue(timer, clock)
 	}
+}
+
+// inputAt applies in as of when it arrived: the core's clock is caught up
+// to its arrival, not to now, so that the core decides on it what a loop
+// that had run at once would have decided (a member backs a leader from
+// when its heartbeat came; an acknowledgement that came before the lease
+// it renews ran out renews it). The later ticks follow before the loop
+// sleeps again.
+func (a *Agent) inputAt(clock *tickClock, in Input) error {
+	if a.in.before > 0 {
+		a.in.before--
+	}
+	at := a.mono()
+	if !in.At.IsZero() {
+		at = min(at, in.At.Sub(a.lease.start))
+	}
+	clock.catchUp(a.node, at)
+	return a.onInput(in)
 }
 
 // onInput applies one input of the bus: input -> Step -> Ready -> persist
@@ -718,6 +761,10 @@ func (a *Agent) process() error {
 	a.status.mu.Unlock()
 	if rd.Role == election.Leader {
 		if !a.renewLease(rd, now) {
+			if a.judgeLater() {
+				return nil
+			}
+			a.in.judging = false
 			// The wall-clock lease ran out before the core noticed (it
 			// counts ticks, and a paused process misses ticks): stop
 			// acting now, and make the core step down too.
@@ -726,11 +773,15 @@ func (a *Agent) process() error {
 			a.node.StepDown(election.ReasonLeaseExpired)
 			return a.process()
 		}
+		a.in.judging, a.in.before = false, 0
 		if a.core.role != election.Leader {
 			a.startLeading(rd.Term)
 		}
 	} else if a.core.role == election.Leader {
 		a.stopLeading("lost leadership")
+	}
+	if rd.Role != election.Leader {
+		a.in.judging, a.in.before = false, 0
 	}
 	a.core.role = rd.Role
 	a.reportLeader(rd)
@@ -783,6 +834,23 @@ func (a *Agent) sendReady(rd election.Ready, withhold bool) {
 			a.log.Debug("send failed", "type", m.Type, "err", err)
 		}
 	}
+}
+
+// judgeLater reports whether the verdict on a lease found run out waits:
+// the inputs that had arrived when it was first found so are stepped
+// first (the loop takes queued inputs before anything else), and an
+// acknowledgement among them may renew it, however late the loop ran.
+// The lease derives from the send time of the heartbeat a quorum
+// acknowledged, not from when the loop reads the acknowledgement, so one
+// read late still proves it. Meanwhile IsLeader already says no (the lease
+// end has passed). The wait is bounded: only what had arrived by then,
+// and for at most a tick, after which the leader stops acting whatever is
+// left.
+func (a *Agent) judgeLater() bool {
+	if !a.in.judging {
+		a.in.judging, a.in.before, a.in.judgeBy = true, len(a.in.queued), a.mono()+a.cfg.Tick()
+	}
+	return a.in.before > 0 && a.mono() < a.in.judgeBy
 }
 
 // renewLease sets the lease of a leader's Ready rd: it runs from the send

@@ -136,6 +136,9 @@ type Input struct {
 	Closed  []RoutedServer
 	Routes  int
 	Control *ControlInput
+	// At is when the input reached the mailbox (Offer stamps it): the
+	// loop applies an input as of its arrival, however late it runs.
+	At time.Time
 }
 
 // RoutedServer is a server this agent's embedded server had a route to.
@@ -198,6 +201,9 @@ func (mb *Mailbox) Offer(in Input) bool {
 	defer mb.mu.RUnlock()
 	if mb.closed {
 		return false
+	}
+	if in.At.IsZero() {
+		in.At = time.Now()
 	}
 	select {
 	case mb.ch <- in:

@@ -38,6 +38,9 @@ import (
 var allowedClockUse = map[string]string{
 	"agent/agent.go: New: time.Now":    "the monotonic base of every duration the agent measures",
 	"agent/agent.go: mono: time.Since": "monotonic: the base carries a monotonic reading",
+	// An input's arrival, which the loop measures from the base with Sub
+	// of two monotonic readings (inputAt).
+	"agent/bus.go: Offer: time.Now":    "an input's arrival, measured from the base by Sub: monotonic",
 	"agent/agent.go: step: time.Now":   "the algorithm guard's refusal window: now+d compared with Before, monotonic",
 	"agent/agent.go: Status: time.Now": "the report's timestamp, shown to operators, never compared",
 	"agent/agent.go: Status: UTC":      "the report's timestamp only",
