@@ -14,7 +14,6 @@ import (
 
 	"github.com/edge-agent/edge-agent/internal/benchresult"
 	"github.com/edge-agent/edge-agent/internal/harness"
-	"github.com/edge-agent/edge-agent/internal/procstat"
 )
 
 // scale runs many groups of 3 agents in this process on one nats-server,
@@ -61,68 +60,20 @@ func scale(args []string) error {
 		}
 	}
 	started := time.Since(t0)
-	terms := make([]uint64, len(gs))
-	for i, g := range gs {
-		_, t, err := g.waitAgreement(0, 10*time.Millisecond, 2*time.Minute)
-		if err != nil {
-			return err
-		}
-		terms[i] = t
+	terms, err := electAll(gs, 10*time.Millisecond, 2*time.Minute)
+	if err != nil {
+		return err
 	}
 	elected := time.Since(t0)
 	fmt.Printf("scale: %d groups of 3 (%d agents) connected in %s, all elected %s after the first start\n",
 		len(gs), 3*len(gs), started.Round(time.Millisecond), elected.Round(time.Millisecond))
 
-	pid, self := srv.Process.Pid, os.Getpid()
-	var oneLeader, serverCPU, serverRSS, agentsCPU []float64
-	prevCPU, err := procstat.CPUTime(pid)
+	st, err := watchSteady(gs, terms, []int{srv.Process.Pid, os.Getpid()}, *window)
 	if err != nil {
 		return err
 	}
-	prevSelf, err := procstat.CPUTime(self)
-	if err != nil {
-		return err
-	}
-	startCPU, startSelf, start := prevCPU, prevSelf, time.Now()
-	last := start
-	worst := ""
-	for time.Since(start) < *window {
-		time.Sleep(time.Second - time.Since(last)%time.Second)
-		ok := 0
-		for _, g := range gs {
-			if _, _, agreed := g.agreement(0); agreed && g.leaders() == 1 {
-				ok++
-			} else if worst == "" {
-				worst = fmt.Sprintf("group %s at %s: %d leaders", g.name, time.Since(start).Round(time.Second), g.leaders())
-			}
-		}
-		now := time.Now()
-		c, err := procstat.CPUTime(pid)
-		if err != nil {
-			return err
-		}
-		r, err := procstat.RSS(pid)
-		if err != nil {
-			return err
-		}
-		cs, err := procstat.CPUTime(self)
-		if err != nil {
-			return err
-		}
-		oneLeader = append(oneLeader, float64(ok))
-		serverCPU = append(serverCPU, 100*(c-prevCPU).Seconds()/now.Sub(last).Seconds())
-		serverRSS = append(serverRSS, float64(r)/1e6)
-		agentsCPU = append(agentsCPU, 100*(cs-prevSelf).Seconds()/now.Sub(last).Seconds())
-		prevCPU, prevSelf, last = c, cs, now
-	}
-	meanCPU := 100 * (prevCPU - startCPU).Seconds() / last.Sub(start).Seconds()
-	meanSelf := 100 * (prevSelf - startSelf).Seconds() / last.Sub(start).Seconds()
-	changes := 0
-	for i, g := range gs {
-		if _, t, ok := g.agreement(0); !ok || t != terms[i] {
-			changes++
-		}
-	}
+	oneLeader, serverCPU, serverRSS, agentsCPU := st.oneLeader, st.cpu[0], scaled(st.rss[0], 1e6), st.cpu[1]
+	meanCPU, meanSelf, changes, worst := st.meanCPU[0], st.meanCPU[1], st.changes, st.worst
 	settings := fmt.Sprintf("%d groups x 3 agents (%d connections) in one process, 1 nats-server in another, H=%s, k=3, checked every 1 s for %s",
 		len(gs), 3*len(gs), *hb, *window)
 	note := fmt.Sprintf("all %d groups elected %.1f s after the first agent started (%.1f s to start all agents); %d groups changed leader or term during the window",

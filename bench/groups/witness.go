@@ -18,7 +18,6 @@ import (
 	"github.com/edge-agent/edge-agent/internal/benchresult"
 	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/poll"
-	"github.com/edge-agent/edge-agent/internal/procstat"
 )
 
 // witnessScale runs one `edge-agent witness` process serving many
@@ -106,13 +105,9 @@ func witnessScale(args []string) error {
 		}
 	}
 	started := time.Since(t0)
-	terms := make([]uint64, len(gs))
-	for i, g := range gs {
-		_, t, err := g.waitAgreement(0, 50*time.Millisecond, 5*time.Minute)
-		if err != nil {
-			return err
-		}
-		terms[i] = t
+	terms, err := electAll(gs, 50*time.Millisecond, 5*time.Minute)
+	if err != nil {
+		return err
 	}
 	if err := poll.Every(100*time.Millisecond, 2*time.Minute, "the witness names every pair's leader", func() (bool, string) {
 		s, err := witnessSummary(httpAddr)
@@ -127,46 +122,12 @@ func witnessScale(args []string) error {
 	fmt.Printf("witness: %d pairs (%d gateway agents) connected in %s, all elected and known to the witness %s after the first start\n",
 		len(gs), 2*len(gs), started.Round(time.Millisecond), elected.Round(time.Millisecond))
 
-	pid := w.Process.Pid
-	var led, cpu, rss []float64
-	prev, err := procstat.CPUTime(pid)
+	st, err := watchSteady(gs, terms, []int{w.Process.Pid}, *window)
 	if err != nil {
 		return err
 	}
-	startCPU, start := prev, time.Now()
-	last := start
-	worst := ""
-	for time.Since(start) < *window {
-		time.Sleep(time.Second - time.Since(last)%time.Second)
-		ok := 0
-		for _, g := range gs {
-			if _, _, agreed := g.agreement(0); agreed && g.leaders() == 1 {
-				ok++
-			} else if worst == "" {
-				worst = fmt.Sprintf("group %s at %s: %d leaders", g.name, time.Since(start).Round(time.Second), g.leaders())
-			}
-		}
-		now := time.Now()
-		c, err := procstat.CPUTime(pid)
-		if err != nil {
-			return err
-		}
-		r, err := procstat.RSS(pid)
-		if err != nil {
-			return err
-		}
-		led = append(led, float64(ok))
-		cpu = append(cpu, 100*(c-prev).Seconds()/now.Sub(last).Seconds())
-		rss = append(rss, float64(r)/(1<<20))
-		prev, last = c, now
-	}
-	meanCPU := 100 * (prev - startCPU).Seconds() / last.Sub(start).Seconds()
-	changes := 0
-	for i, g := range gs {
-		if _, t, ok := g.agreement(0); !ok || t != terms[i] {
-			changes++
-		}
-	}
+	led, cpu, rss := st.oneLeader, st.cpu[0], scaled(st.rss[0], 1<<20)
+	meanCPU, changes, worst := st.meanCPU[0], st.changes, st.worst
 	s, err := witnessSummary(httpAddr)
 	if err != nil {
 		return err
