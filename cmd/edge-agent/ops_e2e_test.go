@@ -36,6 +36,23 @@ func (l *lineLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// dumpOnFailure logs every line but the DEBUG ones at the end of t, if t
+// failed.
+func (l *lineLog) dumpOnFailure(t *testing.T) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, line := range l.lines {
+			if !strings.Contains(line, `"level":"DEBUG"`) {
+				t.Log(line)
+			}
+		}
+	})
+}
+
 // count returns how many lines contain every one of subs.
 func (l *lineLog) count(subs ...string) int {
 	l.mu.Lock()

@@ -138,17 +138,7 @@ func TestE2EWitnessGroups(t *testing.T) {
 	}
 	t.Cleanup(ns.Shutdown)
 	logs := &lineLog{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			logs.mu.Lock()
-			defer logs.mu.Unlock()
-			for _, l := range logs.lines {
-				if !strings.Contains(l, `"level":"DEBUG"`) {
-					t.Log(l)
-				}
-			}
-		}
-	})
+	logs.dumpOnFailure(t)
 	common := []string{"--heartbeat", "100ms", "--heartbeat-misses", "10", "--witnesses", witnessID}
 	members := "gw1=1,gw2=2," + witnessID + "=3"
 	groups := []string{"north", "south", "east"}

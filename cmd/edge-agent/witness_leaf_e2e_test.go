@@ -206,17 +206,7 @@ func testWitnessHubLeaf(t *testing.T, alg string) {
 	}
 	logs := &lineLog{}
 	site.Log = logs
-	t.Cleanup(func() {
-		if t.Failed() {
-			logs.mu.Lock()
-			defer logs.mu.Unlock()
-			for _, l := range logs.lines {
-				if !strings.Contains(l, `"level":"DEBUG"`) {
-					t.Log(l)
-				}
-			}
-		}
-	})
+	logs.dumpOnFailure(t)
 	t.Cleanup(site.Stop)
 	if err := site.StartAll(); err != nil {
 		t.Fatal(err)

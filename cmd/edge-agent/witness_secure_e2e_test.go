@@ -49,17 +49,7 @@ func testWitnessSecureSite(t *testing.T, alg string) {
 	}
 	s.Journals = true
 	t.Cleanup(s.Stop)
-	t.Cleanup(func() {
-		if t.Failed() {
-			logs.mu.Lock()
-			defer logs.mu.Unlock()
-			for _, l := range logs.lines {
-				if !strings.Contains(l, `"level":"DEBUG"`) {
-					t.Log(l)
-				}
-			}
-		}
-	})
+	logs.dumpOnFailure(t)
 	if err := s.StartAll(); err != nil {
 		t.Fatal(err)
 	}
