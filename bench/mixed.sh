@@ -87,7 +87,7 @@ done
 PASSES=${PASSES:-3}
 for alg in $ALGORITHMS; do
 	log=$OUT/$alg-rolling.log
-	$GO run ./bench/upgrade -old-bin "$old" -algorithm "$alg" -passes "$PASSES" >"$log" 2>&1 || { cat "$log"; exit 1; }
+	$GO run ./bench/upgrade -old-bin "$old" -algorithm "$alg" -passes "$PASSES" -log "$OUT/$alg-rolling.agents.log" >"$log" 2>&1 || { cat "$log"; exit 1; }
 	printf '%-5s rolling upgrade+downgrade x%s: %s\n' "$alg" "$PASSES" "$(grep '^longest span' "$log")" | tee -a "$summary"
 	grep '^handovers' "$log" | sed "s/^/$alg       /" | tee -a "$summary"
 done

@@ -281,7 +281,7 @@ func run(o options) error {
 			return err
 		}
 		defer f.Close()
-		site.Log = &lockedWriter{w: f}
+		site.Log = f
 	}
 	defer site.Stop()
 	if err := site.StartAll(); err != nil {
@@ -692,17 +692,4 @@ func transfer(nc *nats.Conn, group, nominee string) error {
 		return fmt.Errorf("%s refused: %s", r.ID, r.Error)
 	}
 	return nil
-}
-
-// lockedWriter serializes the agents' log lines, which the harness writes
-// from one goroutine per agent.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

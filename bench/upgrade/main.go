@@ -38,6 +38,7 @@ type options struct {
 	misses    int
 	fast      bool
 	verbose   bool
+	logPath   string
 }
 
 // step is one member's restart on the other build.
@@ -58,6 +59,7 @@ func main() {
 	flag.IntVar(&o.misses, "misses", 3, "missed heartbeats k before suspicion")
 	flag.BoolVar(&o.fast, "fast", true, "give the agents system-account access (the fast path on crashes)")
 	flag.BoolVar(&o.verbose, "v", false, "print the agents' logs")
+	flag.StringVar(&o.logPath, "log", "", "write the agents' debug logs to this file (to look into a long span without a leader afterwards)")
 	flag.Parse()
 	if o.oldBin == "" {
 		fmt.Fprintln(os.Stderr, "upgrade: -old-bin is required")
@@ -97,7 +99,16 @@ func run(o options) error {
 	defer ns.Shutdown()
 	site := harness.NewSite(bin, ns.ClientURL(), dir, o.n, args...)
 	site.Journals = true
-	if o.verbose {
+	switch {
+	case o.logPath != "":
+		f, err := os.Create(o.logPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		site.Log = f
+		site.Args = append(site.Args, "--log-level", "debug")
+	case o.verbose:
 		site.Log = os.Stderr
 		site.Args = append(site.Args, "--log-level", "debug")
 	}

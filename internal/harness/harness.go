@@ -101,7 +101,8 @@ type Site struct {
 	Members string
 	// Args are extra flags for every agent (e.g. --heartbeat 100ms).
 	Args []string
-	// Log, if set, receives every agent's log lines prefixed with its id.
+	// Log, if set, receives every agent's log lines prefixed with its id,
+	// one whole line per Write (the agents' lines are serialized).
 	Log io.Writer
 	// Journals makes every agent append its leadership journal to
 	// Dir/<id>.journal (see JournalPaths).
@@ -118,6 +119,7 @@ type Site struct {
 
 	mu    sync.Mutex
 	procs map[string]*Proc
+	logMu sync.Mutex // serializes the agents' lines to Log
 }
 
 // Proc is one running agent process.
@@ -192,7 +194,9 @@ func (s *Site) Start(id string) (*Proc, error) {
 		for sc.Scan() {
 			line := sc.Text()
 			if s.Log != nil {
+				s.logMu.Lock()
 				fmt.Fprintf(s.Log, "%s: %s\n", id, line)
+				s.logMu.Unlock()
 			}
 			var rec struct {
 				Msg  string `json:"msg"`
