@@ -79,6 +79,8 @@ func TestSharedConnReportsDropToEveryOpenBus(t *testing.T) {
 		t.Errorf("a bus that closed got %+v", in)
 	default:
 	}
+	// The handler logs after it reported the drop to the buses.
+	poll.Until(t, 10*time.Second, "the drop logged", func() bool { return strings.Contains(logs.String(), "NATS disconnected") })
 	if n := strings.Count(logs.String(), "NATS disconnected"); n != 1 {
 		t.Errorf("%d log lines for one drop, want 1:\n%s", n, logs.String())
 	}
