@@ -424,6 +424,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.out.notify = newNotifier()
 	defer a.out.notify.close()
 	defer a.out.watchers.close()
+	if a.work.duty != nil {
+		defer a.work.duty.Prepare()() // the guard of its first run, started now
+	}
 
 	a.log.Info("agent started", "algorithm", a.cfg.Algorithm, "members", len(a.cfg.Members),
 		"quorum", a.cfg.Quorum, "heartbeat", a.cfg.Heartbeat, "suspect_after", a.cfg.SuspectAfter(),

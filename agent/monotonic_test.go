@@ -72,8 +72,9 @@ var allowedClockUse = map[string]string{
 	"agent/journal.go: wallUntil: UnixNano": "a monotonic lease end shown as wall time in the journal, output only",
 	// A write deadline on the duty guard's control socket: the poller
 	// turns it into a monotonic timeout.
-	"agent/duty/proc_linux.go: send: time.Now":  "a socket write deadline, monotonic in the poller",
-	"edge/embedded.go: StartEmbedded: time.Now": "a start-up deadline compared with After: monotonic",
+	"agent/duty/proc_linux.go: send: time.Now":     "a socket write deadline, monotonic in the poller",
+	"agent/duty/proc_linux.go: activate: time.Now": "a socket write deadline, monotonic in the poller",
+	"edge/embedded.go: StartEmbedded: time.Now":    "a start-up deadline compared with After: monotonic",
 	// Rate limits and challenge nonces measure from a base taken at start,
 	// with Since: monotonic.
 	"agent/wire/sign/signing.go: NewSigning: time.Now": "the base of nonce lifetimes and proof rates: monotonic",

@@ -82,6 +82,8 @@ type Duty struct {
 
 	attached     atomic.Bool
 	holdRenewals atomic.Bool
+
+	standby standbyGuard // the guard of the next run, started ahead (Linux)
 }
 
 // New returns a supervisor for c. Attach binds it to an agent (and

@@ -3,6 +3,7 @@
 package duty
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"os/exec"
@@ -71,6 +72,14 @@ func startDutyProc(s dutyStart, now time.Duration) (*dutyProc, error) {
 	}()
 	return p, nil
 }
+
+// startStandby: there is no guard to start ahead of need (Duty.usesGuard).
+func startStandby(string, string, string, io.Writer, io.Writer, *sync.WaitGroup) (*dutyProc, error) {
+	return nil, errors.New("no duty guard without Linux")
+}
+
+func (p *dutyProc) activate(dutyStart, time.Duration) (bool, error) { return false, nil }
+func (p *dutyProc) close()                                          {}
 
 func (p *dutyProc) renew(time.Duration, func(time.Duration) (int64, int64)) {}
 

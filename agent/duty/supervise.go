@@ -198,9 +198,16 @@ func (s *supervisor) start() {
 	vips, err := guardVIPArgs(d.cfg.VIP)
 	var p *dutyProc
 	if err == nil {
-		p, err = startDutyProc(dutyStart{argv: d.cfg.Command, vips: vips, env: s.env, dir: d.cfg.Dir, stdout: d.cfg.Stdout, stderr: d.cfg.Stderr,
+		run := dutyStart{argv: d.cfg.Command, vips: vips, env: s.env, dir: d.cfg.Dir, stdout: d.cfg.Stdout, stderr: d.cfg.Stderr,
 			guard: d.cfg.GuardPath, label: s.label, soft: soft, deadline: hard, leaseEnd: s.lc.end, wg: &d.wg, log: s.log,
-			vipHeld: d.host.VIPHeld, announced: d.host.Announced}, s.now)
+			vipHeld: d.host.VIPHeld, announced: d.host.Announced}
+		ok := false
+		if p = d.takeStandby(); p != nil {
+			ok, err = p.activate(run, s.now)
+		}
+		if err == nil && !ok {
+			p, err = startDutyProc(run, s.now)
+		}
 	}
 	s.starts++
 	if s.starts > 1 {

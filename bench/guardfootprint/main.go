@@ -2,10 +2,11 @@
 // it runs a three-gateway site (client-only agents on one shared
 // nats-server, run by this program) whose duty is `sleep`, waits until a
 // leader runs it and the site has idled, then samples once a second the
-// leader agent's CPU time, the guard's CPU time and the guard's memory
-// (VmRSS, RssAnon, and from /proc/PID/smaps_rollup its private and
-// proportional set sizes: the guard runs the agent's own executable, whose
-// file pages it shares). With -base-bin it measures the leader agent's CPU
+// leader agent's CPU time, and the CPU time and memory (VmRSS, RssAnon, and
+// from /proc/PID/smaps_rollup the private and proportional set sizes: a
+// guard runs the agent's own executable, whose file pages it shares) of the
+// guard of the leader's run and of the standby guard that every agent with a
+// duty keeps ready for its next run. With -base-bin it measures the leader agent's CPU
 // with the same duty under an edge-agent without a guard (an older build),
 // and it always measures an idle leader without any duty.
 //
@@ -97,11 +98,14 @@ func measure(name string, site *harness.Site, guard bool, hb, settle time.Durati
 		return err
 	}
 	leader := site.Proc(a.Leader).Cmd.Process.Pid
-	var guardPid int
+	// The guard of the leader's run, and the standby guard every agent
+	// with a duty keeps for its next run (started ahead of need).
+	var guardPid, standbyPid int
 	if guard {
-		err := poll.For(30*time.Second, fmt.Sprintf("%s: a duty guard under the leader %d", name, leader), func() (bool, string) {
-			guardPid = childRunning(leader, "duty-guard")
-			return guardPid != 0, ""
+		err := poll.For(30*time.Second, fmt.Sprintf("%s: a duty guard and a standby guard under the leader %d", name, leader), func() (bool, string) {
+			guardPid = childRunning(leader, func(args []string) bool { return args[1] == "duty-guard" && args[2] != "--standby" })
+			standbyPid = childRunning(leader, func(args []string) bool { return args[1] == "duty-guard" && args[2] == "--standby" })
+			return guardPid != 0 && standbyPid != 0, fmt.Sprintf("guard %d, standby %d", guardPid, standbyPid)
 		})
 		if err != nil {
 			return err
@@ -110,7 +114,7 @@ func measure(name string, site *harness.Site, guard bool, hb, settle time.Durati
 	time.Sleep(settle)
 	pids := []int{leader}
 	if guardPid != 0 {
-		pids = append(pids, guardPid)
+		pids = append(pids, guardPid, standbyPid)
 	}
 	first := map[int]time.Duration{}
 	for _, pid := range pids {
@@ -121,14 +125,14 @@ func measure(name string, site *harness.Site, guard bool, hb, settle time.Durati
 		first[pid] = c
 	}
 	start := time.Now()
-	var st, sm map[string]int
+	st, sm := map[int]map[string]int{}, map[int]map[string]int{}
 	for range samples {
 		time.Sleep(time.Second)
-		if guardPid != 0 {
-			if st, err = kbFile(fmt.Sprintf("/proc/%d/status", guardPid)); err != nil {
+		for _, pid := range pids[1:] {
+			if st[pid], err = kbFile(fmt.Sprintf("/proc/%d/status", pid)); err != nil {
 				return err
 			}
-			if sm, err = kbFile(fmt.Sprintf("/proc/%d/smaps_rollup", guardPid)); err != nil {
+			if sm[pid], err = kbFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid)); err != nil {
 				return err
 			}
 		}
@@ -142,16 +146,18 @@ func measure(name string, site *harness.Site, guard bool, hb, settle time.Durati
 		return 100 * (c - first[pid]).Seconds() / elapsed.Seconds()
 	}
 	fmt.Printf("%-48s leader agent CPU %.3f%% of a core\n", name+":", pct(leader))
-	if guardPid != 0 {
-		fmt.Printf("%-48s guard CPU %.4f%% of a core; VmRSS %d kB (RssAnon %d, RssFile %d), private %d kB (clean %d, dirty %d), Pss %d kB, threads %d\n", "",
-			pct(guardPid), st["VmRSS"], st["RssAnon"], st["RssFile"], sm["Private_Clean"]+sm["Private_Dirty"], sm["Private_Clean"], sm["Private_Dirty"], sm["Pss"], st["Threads"])
+	for i, pid := range pids[1:] {
+		what := []string{"guard", "standby guard"}[i]
+		st, sm := st[pid], sm[pid]
+		fmt.Printf("%-48s %s CPU %.4f%% of a core; VmRSS %d kB (RssAnon %d, RssFile %d), private %d kB (clean %d, dirty %d), Pss %d kB, threads %d\n", "",
+			what, pct(pid), st["VmRSS"], st["RssAnon"], st["RssFile"], sm["Private_Clean"]+sm["Private_Dirty"], sm["Private_Clean"], sm["Private_Dirty"], sm["Pss"], st["Threads"])
 	}
 	return nil
 }
 
-// childRunning returns a child of pid whose second argument is arg, or 0.
+// childRunning returns a child of pid whose command line (at least three words) matches, or 0.
 // Children are listed per thread of pid (the one that forked them).
-func childRunning(pid int, arg string) int {
+func childRunning(pid int, match func(args []string) bool) int {
 	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	var kids []string
 	for _, file := range files {
@@ -161,7 +167,7 @@ func childRunning(pid int, arg string) int {
 	for _, f := range kids {
 		c, _ := strconv.Atoi(f)
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
-		if parts := strings.Split(string(cmd), "\x00"); len(parts) > 1 && parts[1] == arg {
+		if parts := strings.Split(string(cmd), "\x00"); len(parts) > 2 && match(parts) {
 			return c
 		}
 	}

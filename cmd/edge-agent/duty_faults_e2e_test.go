@@ -81,7 +81,10 @@ func isGuard(pid int) bool {
 }
 
 // dutyTree returns a leadership's processes (dutyProcesses) and, apart,
-// those of them that are the duty's own (not its guard).
+// those of them that are the duty's own (not its guard). A guard started
+// ahead of need (a standby given the run later) has none of the run's
+// variables in its own environment: it is found as the parent of the
+// duty's processes (it is their subreaper).
 func dutyTree(marker, id string, term uint64) (all, duty []int) {
 	all = dutyProcesses(marker, id, term)
 	for _, pid := range all {
@@ -89,7 +92,27 @@ func dutyTree(marker, id string, term uint64) (all, duty []int) {
 			duty = append(duty, pid)
 		}
 	}
+	for _, pid := range duty {
+		if pp := parentOf(pid); pp > 0 && isGuard(pp) && !slices.Contains(all, pp) {
+			all = append(all, pp)
+		}
+	}
 	return all, duty
+}
+
+// parentOf returns pid's parent, 0 if it is gone.
+func parentOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	pp, _ := strconv.Atoi(f[1])
+	return pp
 }
 
 // killAll SIGKILLs what a failed trial left running (processes of this

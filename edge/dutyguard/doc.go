@@ -30,10 +30,12 @@ package dutyguard
 const (
 	Arg      = "duty-guard"
 	Env      = "EDGE_AGENT_DUTY_GUARD"
-	Protocol = "1"
+	Protocol = "2"
 	// ControlFD is the guard's end of its control connection, a Unix
 	// stream socket (the first of exec.Cmd.ExtraFiles).
 	ControlFD = 3
+	// Standby (the first argument after Arg) starts a standby guard.
+	Standby = "--standby"
 )
 
 // The guard's command line after Arg:
@@ -68,9 +70,33 @@ const (
 //
 // after which the guard exits. A closed connection (end of stream) tells the
 // guard that the agent is gone: it kills the tree.
+//
+// A standby guard is started ahead of need, so that a new leader's duty
+// costs a few messages rather than a process start (exec, the runtime's
+// start-up, page faults of a 20 MB executable: milliseconds on an idle
+// gateway, tens of them on a busy one). Its command line after Arg is
+//
+//	--standby [--label=TEXT]
+//
+// and it holds nothing, starts nothing and reports nothing until the agent
+// sends, one line each:
+//
+//	arg Q      one argument of the command line after Arg, in order (Q is
+//	           a Go-quoted string, strconv.Quote): the deadlines, the VIPs,
+//	           "--" and the command, as a guard started for the run gets
+//	env Q      one KEY=VALUE of the command's environment (a standby's own
+//	           environment is not passed on: the run's is known only now)
+//	start      run as a guard started with those arguments would
+//
+// after which the protocol above applies (a renew, term or kill may follow
+// start at once). A closed connection before start ends a standby guard
+// quietly: it had nothing to stop.
 const (
 	Renew   = "renew"
 	Term    = "term"
+	SetArg  = "arg"
+	SetEnv  = "env"
+	Start   = "start"
 	Kill    = "kill"
 	Started = "started"
 	Done    = "done"

@@ -93,6 +93,7 @@ type guard struct {
 	termSent bool // the tree got SIGTERM: once per run, from the agent or the soft deadline
 	softStop bool // ... and it was the soft deadline's
 
+	env       []string    // the command's environment
 	vips      []vip       // to hold during the run
 	vipsHeld  int         // how many of vips are added (the first ones)
 	announce  *time.Timer // the next announcement round; nil: none due
@@ -105,11 +106,21 @@ type guard struct {
 // for the control loop's first word on the deadlines, start the command,
 // then supervise it until the tree is gone.
 func Run(args []string, proto string) int {
+	env, rest := os.Environ(), []byte(nil)
+	if len(args) > 0 && args[0] == Standby {
+		if proto != Protocol {
+			return refuseProtocol(proto)
+		}
+		var code int
+		if args, env, rest, code = awaitRun(ControlFD, args[1:]); args == nil {
+			return code
+		}
+	}
 	ga, code := prepare(args, proto)
 	if code != 0 {
 		return code
 	}
-	g := &guard{self: os.Getpid(), ctl: ControlFD, label: ga.label, vips: ga.vips}
+	g := &guard{self: os.Getpid(), ctl: ControlFD, label: ga.label, vips: ga.vips, env: commandEnv(env)}
 	defer g.removeVIPs() // removed on every way out; at once, on the usual ones
 	chld, fwd := notifySignals()
 	if err := setChildSubreaper(); err != nil {
@@ -117,7 +128,7 @@ func Run(args []string, proto string) int {
 		return 1
 	}
 	events := make(chan event, 4)
-	go (&control{fd: ControlFD, soft: ga.soft, deadline: ga.deadline}).run(events)
+	go (&control{fd: ControlFD, soft: ga.soft, deadline: ga.deadline, buf: rest}).run(events)
 	if !g.awaitStart(events) {
 		return 0
 	}
@@ -140,8 +151,7 @@ func Run(args []string, proto string) int {
 // the control connection; a non-zero code is Run's exit code.
 func prepare(args []string, proto string) (guardArgs, int) {
 	if proto != Protocol {
-		fmt.Fprintf(os.Stderr, "edge-agent duty-guard: protocol %q, this binary speaks %q: a guard from another version; not starting the duty\n", proto, Protocol)
-		return guardArgs{}, 2
+		return guardArgs{}, refuseProtocol(proto)
 	}
 	ga, err := parseGuardArgs(args)
 	if err != nil {
@@ -156,6 +166,76 @@ func prepare(args []string, proto string) (guardArgs, int) {
 		return guardArgs{}, 2
 	}
 	return ga, 0
+}
+
+// refuseProtocol reports a guard started by an agent of another protocol
+// version and returns the exit code.
+func refuseProtocol(proto string) int {
+	fmt.Fprintf(os.Stderr, "edge-agent duty-guard: protocol %q, this binary speaks %q: a guard from another version; not starting the duty\n", proto, Protocol)
+	return 2
+}
+
+// maxStandbyRun bounds what a standby guard reads before start: a command
+// line and an environment, not a stream.
+const maxStandbyRun = 1 << 20
+
+// awaitRun is a standby guard's wait (see the package doc): it reads the
+// run's arguments and environment from the control connection fd, blocking,
+// until start. It returns them and what followed start in the stream (for
+// the control loop); args is nil when the guard is not to run, with its
+// exit code: 0 when the agent closed the connection (it let the standby
+// go), 2 on anything but this protocol. extra is the standby's own command
+// line after Standby (--label=TEXT), checked, not used.
+func awaitRun(fd int, extra []string) (args, env []string, rest []byte, code int) {
+	for _, a := range extra {
+		if !hasPrefix(a, "--label=") {
+			fmt.Fprintf(os.Stderr, "edge-agent duty-guard: standby: unknown argument %q (it is started by the agent, not by hand)\n", a)
+			return nil, nil, nil, 2
+		}
+	}
+	var buf []byte
+	var chunk [4096]byte
+	for {
+		for {
+			i := bytes.IndexByte(buf, '\n')
+			if i < 0 {
+				break
+			}
+			verb, arg, _ := bytes.Cut(buf[:i], []byte{' '})
+			line := string(buf[:i])
+			buf = buf[i+1:]
+			switch string(verb) {
+			case Start:
+				return append([]string{}, args...), append([]string{}, env...), buf, 0
+			case SetArg, SetEnv:
+				v, err := strconv.Unquote(string(arg))
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "edge-agent duty-guard: standby: bad line %q: %v\n", line, err)
+					return nil, nil, nil, 2
+				}
+				if string(verb) == SetArg {
+					args = append(args, v)
+				} else {
+					env = append(env, v)
+				}
+			default:
+				fmt.Fprintf(os.Stderr, "edge-agent duty-guard: standby: unexpected line %q before start\n", line)
+				return nil, nil, nil, 2
+			}
+		}
+		n, err := syscall.Read(fd, chunk[:])
+		switch {
+		case errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN):
+			pollReadable(fd, int64(time.Second))
+			continue
+		case err != nil || n == 0:
+			return nil, nil, nil, 0
+		}
+		if buf = append(buf, chunk[:n]...); len(buf) > maxStandbyRun {
+			fmt.Fprintf(os.Stderr, "edge-agent duty-guard: standby: more than %d bytes before start\n", maxStandbyRun)
+			return nil, nil, nil, 2
+		}
+	}
 }
 
 // notifySignals catches the signals the guard acts on, before the command
@@ -206,7 +286,7 @@ func (g *guard) startCommand(ga guardArgs) (code int, started bool) {
 	// signals go to the agent, which stops the duty in order). Pdeathsig:
 	// should the guard itself be killed, the command at least goes too.
 	pid, err := syscall.ForkExec(ga.path, ga.argv, &syscall.ProcAttr{
-		Env:   commandEnv(),
+		Env:   g.env,
 		Files: []uintptr{null.Fd(), 1, 2},
 		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	})
@@ -220,10 +300,10 @@ func (g *guard) startCommand(ga guardArgs) (code int, started bool) {
 	return 0, true
 }
 
-// commandEnv is the guard's environment without its marker (Env).
-func commandEnv() []string {
-	env := make([]string, 0, len(os.Environ()))
-	for _, kv := range os.Environ() {
+// commandEnv is environ without the guard's marker (Env).
+func commandEnv(environ []string) []string {
+	env := make([]string, 0, len(environ))
+	for _, kv := range environ {
 		if !hasPrefix(kv, Env+"=") {
 			env = append(env, kv)
 		}
@@ -380,6 +460,11 @@ func (c *control) wait(d int64) bool { return pollReadable(c.fd, d) }
 func (c *control) drain(out chan<- event) (gone bool) {
 	var chunk [512]byte
 	for {
+		// Lines first: a standby guard's stream may hold some already.
+		c.lines(out)
+		if len(c.buf) > 4096 {
+			return true // not this protocol
+		}
 		n, err := syscall.Read(c.fd, chunk[:])
 		switch {
 		case errors.Is(err, syscall.EINTR):
@@ -390,32 +475,33 @@ func (c *control) drain(out chan<- event) (gone bool) {
 			return true
 		}
 		c.buf = append(c.buf, chunk[:n]...)
-		for {
-			i := bytes.IndexByte(c.buf, '\n')
-			if i < 0 {
-				break
-			}
-			verb, arg, _ := bytes.Cut(c.buf[:i], []byte{' '})
-			c.buf = c.buf[i+1:]
-			switch string(verb) {
-			case Renew:
-				soft, hard, _ := bytes.Cut(arg, []byte{' '})
-				sv, err1 := strconv.ParseInt(string(soft), 10, 64)
-				hv, err2 := strconv.ParseInt(string(hard), 10, 64)
-				if err1 == nil && err2 == nil {
-					if sv > c.soft {
-						c.soft, c.softSent = min(sv, hv), false
-					}
-					c.deadline = max(c.deadline, hv)
-				}
-			case Term:
-				out <- evTerm
-			case Kill:
-				out <- evKill
-			}
+	}
+}
+
+// lines handles every whole line in the buffer.
+func (c *control) lines(out chan<- event) {
+	for {
+		i := bytes.IndexByte(c.buf, '\n')
+		if i < 0 {
+			break
 		}
-		if len(c.buf) > 4096 {
-			return true // not this protocol
+		verb, arg, _ := bytes.Cut(c.buf[:i], []byte{' '})
+		c.buf = c.buf[i+1:]
+		switch string(verb) {
+		case Renew:
+			soft, hard, _ := bytes.Cut(arg, []byte{' '})
+			sv, err1 := strconv.ParseInt(string(soft), 10, 64)
+			hv, err2 := strconv.ParseInt(string(hard), 10, 64)
+			if err1 == nil && err2 == nil {
+				if sv > c.soft {
+					c.soft, c.softSent = min(sv, hv), false
+				}
+				c.deadline = max(c.deadline, hv)
+			}
+		case Term:
+			out <- evTerm
+		case Kill:
+			out <- evKill
 		}
 	}
 }

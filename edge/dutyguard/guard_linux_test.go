@@ -71,18 +71,16 @@ func startGuardSoft(t *testing.T, soft, d time.Duration, env []string, argv ...s
 // possibly no command.
 func startGuardArgs(t *testing.T, soft, d time.Duration, env, extra []string, argv ...string) *testGuard {
 	t.Helper()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mine, theirs := os.NewFile(uintptr(fds[0]), "mine"), os.NewFile(uintptr(fds[1]), "theirs")
-	fc, err := net.FileConn(mine)
-	mine.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	return spawnGuard(t, runArgs(t, soft, d, extra, argv...), append([]string{"PATH=" + os.Getenv("PATH"), Env + "=" + Protocol}, env...))
+}
+
+// runArgs is the command line after Arg of a guard with a soft deadline
+// soft (0: none) and a hard one d from now, extra guard arguments, over
+// argv (none: no command).
+func runArgs(t *testing.T, soft, d time.Duration, extra []string, argv ...string) []string {
+	t.Helper()
 	now := ClockMonotonic()
-	args := []string{Arg, "--deadline=" + strconv.FormatInt(now+int64(d), 10), "--label=test"}
+	args := []string{"--deadline=" + strconv.FormatInt(now+int64(d), 10), "--label=test"}
 	if soft != 0 {
 		args = append(args, "--soft="+strconv.FormatInt(now+int64(soft), 10))
 	}
@@ -94,8 +92,25 @@ func startGuardArgs(t *testing.T, soft, d time.Duration, env, extra []string, ar
 		}
 		args = append(append(args, path), argv...)
 	}
-	cmd := exec.Command("/proc/self/exe", args...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), Env + "=" + Protocol}, env...)
+	return args
+}
+
+// spawnGuard starts this binary as a guard with args after Arg and the
+// environment env, as the agent does.
+func spawnGuard(t *testing.T, args, env []string) *testGuard {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "mine"), os.NewFile(uintptr(fds[1]), "theirs")
+	fc, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/proc/self/exe", append([]string{Arg}, args...)...)
+	cmd.Env = env
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -174,6 +189,13 @@ func tree(t *testing.T, d time.Duration) (*testGuard, map[int]int) {
 	if l := g.line(); !strings.HasPrefix(l, Started+" ") {
 		t.Fatalf("first report %q", l)
 	}
+	return g, treePids(t, dir)
+}
+
+// treePids waits until treeScript, run over dir, has its four processes
+// running, and returns them, each pinned by a pidfd.
+func treePids(t *testing.T, dir string) map[int]int {
+	t.Helper()
 	var fs []string
 	poll.UntilWhy(t, 10*time.Second, "the duty's processes to start", func() (bool, string) {
 		b, _ := os.ReadFile(filepath.Join(dir, "pids"))
@@ -190,7 +212,7 @@ func tree(t *testing.T, d time.Duration) (*testGuard, map[int]int) {
 		t.Cleanup(func() { unix.Close(fd) })
 		pids[pid] = fd
 	}
-	return g, pids
+	return pids
 }
 
 // exited reports whether the process behind pidfd fd has exited.

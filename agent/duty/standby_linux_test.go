@@ -1,0 +1,111 @@
+package duty
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edge-agent/edge-agent/internal/poll"
+)
+
+// standbyPid is the pid of the duty's standby guard, 0 if none is ready.
+func (d *Duty) standbyPid() int {
+	d.standby.mu.Lock()
+	defer d.standby.mu.Unlock()
+	if d.standby.p == nil {
+		return 0
+	}
+	return d.standby.p.guardPid
+}
+
+// TestStandbyGuardRunsTheNextRun: with Prepare, the guard of a run is
+// started ahead of it: the command's parent is the standby guard that was
+// waiting, a new standby is ready a moment later, and one that died while
+// idle costs nothing but its speed (the run starts a guard of its own).
+// Once stop is called nothing of the duty is left: Wait returns and no
+// guard process remains.
+func TestStandbyGuardRunsTheNextRun(t *testing.T) {
+	dir := t.TempDir()
+	ppid := filepath.Join(dir, "ppid")
+	d := New(Config{Command: []string{"sh", "-c", `echo $PPID > "$1"; exec sleep 1000`, "sh", ppid}})
+	if err := d.Attach(testHost(&fakeLease{start: time.Now()})); err != nil {
+		t.Fatal(err)
+	}
+	stop := d.Prepare()
+	first := d.standbyPid()
+	if first == 0 {
+		t.Fatal("no standby guard after Prepare")
+	}
+	// lead runs one leadership and returns the command's parent.
+	lead := func(term uint64) int {
+		t.Helper()
+		_ = os.Remove(ppid)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := d.Lead(ctx, term, new(atomic.Bool), func() bool { return true })
+		var parent int
+		poll.UntilWhy(t, 10*time.Second, "the command to start", func() (bool, string) {
+			b, err := os.ReadFile(ppid)
+			if err != nil {
+				return false, err.Error()
+			}
+			parent, err = strconv.Atoi(strings.TrimSpace(string(b)))
+			return err == nil, string(b)
+		})
+		cancel()
+		<-done
+		return parent
+	}
+	if got := lead(1); got != first {
+		t.Fatalf("the command's parent is %d, the standby guard was %d", got, first)
+	}
+	var second int
+	poll.Until(t, 10*time.Second, "a new standby guard", func() bool {
+		second = d.standbyPid()
+		return second != 0 && second != first
+	})
+
+	// A standby that died while idle: the run starts its own guard.
+	if err := syscall.Kill(second, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "the killed standby to be seen gone", func() bool {
+		d.standby.mu.Lock()
+		defer d.standby.mu.Unlock()
+		p := d.standby.p
+		if p == nil {
+			return false
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.dead
+	})
+	if got := lead(2); got == second || got == first || got == 0 {
+		t.Fatalf("the command's parent is %d (standby guards %d, %d)", got, first, second)
+	}
+	third := 0
+	poll.Until(t, 10*time.Second, "a new standby guard", func() bool {
+		third = d.standbyPid()
+		return third != 0 && third != second
+	})
+
+	stop()
+	waited := make(chan struct{})
+	go func() { d.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return after stop")
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(third)); err == nil {
+		t.Fatalf("standby guard %d still there after stop and Wait", third)
+	}
+	if d.standbyPid() != 0 {
+		t.Fatal("a standby guard was started after stop")
+	}
+}
