@@ -103,8 +103,10 @@ func measure(name string, site *harness.Site, guard bool, hb, settle time.Durati
 	var guardPid, standbyPid int
 	if guard {
 		err := poll.For(30*time.Second, fmt.Sprintf("%s: a duty guard and a standby guard under the leader %d", name, leader), func() (bool, string) {
-			guardPid = childRunning(leader, func(args []string) bool { return args[1] == "duty-guard" && args[2] != "--standby" })
-			standbyPid = childRunning(leader, func(args []string) bool { return args[1] == "duty-guard" && args[2] == "--standby" })
+			// A guard that came from a standby keeps --standby in its
+			// command line: the run's guard is the one with a child (sleep).
+			guardPid = childRunning(leader, func(pid int, args []string) bool { return args[1] == "duty-guard" && len(children(pid)) > 0 })
+			standbyPid = childRunning(leader, func(pid int, args []string) bool { return args[1] == "duty-guard" && len(children(pid)) == 0 })
 			return guardPid != 0 && standbyPid != 0, fmt.Sprintf("guard %d, standby %d", guardPid, standbyPid)
 		})
 		if err != nil {
@@ -155,23 +157,31 @@ func measure(name string, site *harness.Site, guard bool, hb, settle time.Durati
 	return nil
 }
 
-// childRunning returns a child of pid whose command line (at least three words) matches, or 0.
-// Children are listed per thread of pid (the one that forked them).
-func childRunning(pid int, match func(args []string) bool) int {
-	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	var kids []string
-	for _, file := range files {
-		b, _ := os.ReadFile(file)
-		kids = append(kids, strings.Fields(string(b))...)
-	}
-	for _, f := range kids {
-		c, _ := strconv.Atoi(f)
+// childRunning returns a child of pid whose command line (at least three
+// words) matches, or 0.
+func childRunning(pid int, match func(pid int, args []string) bool) int {
+	for _, c := range children(pid) {
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
-		if parts := strings.Split(string(cmd), "\x00"); len(parts) > 2 && match(parts) {
+		if parts := strings.Split(string(cmd), "\x00"); len(parts) > 2 && match(c, parts) {
 			return c
 		}
 	}
 	return 0
+}
+
+// children lists pid's children.
+func children(pid int) []int {
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var kids []int
+	for _, file := range files {
+		b, _ := os.ReadFile(file)
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				kids = append(kids, c)
+			}
+		}
+	}
+	return kids
 }
 
 // kbFile reads the "Key: N kB" lines of a /proc file (and bare numbers, as
