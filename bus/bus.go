@@ -72,88 +72,17 @@ func InboxSize(n int) Option {
 // Shared watches a connection that many buses use (a witness process
 // serving many groups, package witness): it logs the connection's drops,
 // reconnections and asynchronous errors once, and reports a drop to the
-// loop of every bus open on it. It also serves the buses' control and
-// protocol-announcement subscriptions from one goroutine: nats.go gives
-// each handler subscription a goroutine of its own, six per bus, which for
-// a thousand groups is most of the witness process's memory (their
-// stacks). Build it before the buses (NewShared), give it to each
-// (SharedConn).
+// loop of every bus open on it. Build it before the buses (NewShared), give
+// it to each (SharedConn).
 type Shared struct {
 	mu  sync.Mutex
 	mbs map[*agent.Mailbox]struct{}
-
-	subMu    sync.RWMutex // held to write while a subscription is made
-	handlers map[*nats.Subscription]nats.MsgHandler
-	msgs     chan *nats.Msg // every subscription's messages, in order
-	start    sync.Once
-}
-
-// sharedPending is how many messages of the shared subscriptions wait for
-// their handlers before nats.go drops more (and reports a slow consumer):
-// the handlers take microseconds, and each one limits its own senders.
-const sharedPending = 1024
-
-// subscribe subscribes handler to subj on nc, served by s's goroutine in
-// the order the messages came, and returns the undo.
-func (s *Shared) subscribe(nc *nats.Conn, subj string, handler nats.MsgHandler) (unsubscribe func(), err error) {
-	s.start.Do(func() {
-		s.msgs = make(chan *nats.Msg, sharedPending)
-		go s.dispatch()
-	})
-	// A message may come before the handler is stored: the dispatcher
-	// waits for the lock, and finds it.
-	s.subMu.Lock()
-	defer s.subMu.Unlock()
-	sub, err := nc.ChanSubscribe(subj, s.msgs)
-	if err != nil {
-		return nil, err
-	}
-	s.handlers[sub] = handler
-	return func() {
-		_ = sub.Unsubscribe()
-		s.subMu.Lock()
-		delete(s.handlers, sub)
-		s.subMu.Unlock()
-	}, nil
-}
-
-// dispatch hands each message to its subscription's handler; a message of
-// a subscription undone meanwhile is dropped. It runs as long as the
-// process: a Shared lives as long as its connection.
-func (s *Shared) dispatch() {
-	for m := range s.msgs {
-		s.subMu.RLock()
-		h := s.handlers[m.Sub]
-		s.subMu.RUnlock()
-		if h != nil {
-			h(m)
-		}
-	}
-}
-
-// subscribe subscribes handler to subj on the election connection (a
-// shared one's goroutine serves it, see Shared), and returns the undo.
-// With small, a subscription of its own holds at most 64 messages or
-// 256 KiB waiting (a flood of requests); the shared one holds
-// sharedPending for all.
-func (b *Bus) subscribe(subj string, small bool, handler nats.MsgHandler) (unsubscribe func(), err error) {
-	if b.shared != nil {
-		return b.shared.subscribe(b.nc, subj, handler)
-	}
-	sub, err := b.nc.Subscribe(subj, handler)
-	if err != nil {
-		return nil, err
-	}
-	if small {
-		_ = sub.SetPendingLimits(64, 256<<10)
-	}
-	return func() { _ = sub.Unsubscribe() }, nil
 }
 
 // NewShared takes over nc's disconnect, reconnect and error handlers, and
 // logs to log.
 func NewShared(nc *nats.Conn, log *slog.Logger) *Shared {
-	s := &Shared{mbs: map[*agent.Mailbox]struct{}{}, handlers: map[*nats.Subscription]nats.MsgHandler{}}
+	s := &Shared{mbs: map[*agent.Mailbox]struct{}{}}
 	nc.SetDisconnectErrHandler(func(_ *nats.Conn, err error) {
 		s.mu.Lock()
 		n := len(s.mbs)

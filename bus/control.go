@@ -71,15 +71,14 @@ func (c *controlAuth) allow(verb, signer string, now time.Duration, d time.Durat
 func (b *Bus) serveControl(h agent.BusHooks, mb *agent.Mailbox) (stop func(), err error) {
 	auth := b.newControlAuth()
 	start := time.Now()
-	var subs []func()
+	var subs []*nats.Subscription
 	stop = func() {
-		for _, undo := range subs {
-			undo()
+		for _, s := range subs {
+			_ = s.Unsubscribe()
 		}
 	}
 	sub := func(verb string, handle func(m *nats.Msg, signer string)) error {
-		// A flood of requests waits in a small queue (true).
-		undo, err := b.subscribe(wire.ControlSubject(b.c.Config.SubjectPrefix, b.c.Config.Group, verb), true, func(m *nats.Msg) {
+		s, err := b.nc.Subscribe(wire.ControlSubject(b.c.Config.SubjectPrefix, b.c.Config.Group, verb), func(m *nats.Msg) {
 			signer, result := b.checkControl(auth, verb, m, time.Since(start))
 			if result != "" {
 				h.OnControl(verb, result)
@@ -90,7 +89,9 @@ func (b *Bus) serveControl(h agent.BusHooks, mb *agent.Mailbox) (stop func(), er
 		if err != nil {
 			return err
 		}
-		subs = append(subs, undo)
+		// A flood of requests waits in at most 64 messages or 256 KiB.
+		_ = s.SetPendingLimits(64, 256<<10)
+		subs = append(subs, s)
 		return nil
 	}
 	handover := func(verb string) func(*nats.Msg, string) {

@@ -189,7 +189,7 @@ func (b *Bus) announce(t *NATSTransport, p *protocols, interval time.Duration) (
 		members[m.ID] = true
 	}
 	now := make(chan struct{}, 1)
-	unsubscribe, err := b.subscribe(wire.AnnounceWildcard(prefix, group), false, func(msg *nats.Msg) {
+	sub, err := b.nc.Subscribe(wire.AnnounceWildcard(prefix, group), func(msg *nats.Msg) {
 		from, ok := wire.AnnounceSender(msg.Subject, prefix, group)
 		if !ok || !members[from] || from == cfg.ID {
 			return
@@ -246,7 +246,7 @@ func (b *Bus) announce(t *NATSTransport, p *protocols, interval time.Duration) (
 	return func() {
 		close(done)
 		wg.Wait()
-		unsubscribe()
+		_ = sub.Unsubscribe()
 	}, nil
 }
 

@@ -2,9 +2,7 @@ package bus
 
 import (
 	"bytes"
-	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,86 +81,5 @@ func TestSharedConnReportsDropToEveryOpenBus(t *testing.T) {
 	poll.Until(t, 10*time.Second, "the drop logged", func() bool { return strings.Contains(logs.String(), "NATS disconnected") })
 	if n := strings.Count(logs.String(), "NATS disconnected"); n != 1 {
 		t.Errorf("%d log lines for one drop, want 1:\n%s", n, logs.String())
-	}
-}
-
-// The subscriptions of the buses on a shared connection are served by one
-// goroutine of the Shared's: every message reaches its subscription's
-// handler in the order sent (across subscriptions too), and none reaches
-// the handler of a subscription undone.
-func TestSharedConnServesSubscriptionsInOrder(t *testing.T) {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	conn := func() *nats.Conn {
-		nc, err := nats.Connect(s.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
-	nc, pub := conn(), conn()
-	sh := NewShared(nc, slog.New(slog.NewTextHandler(&syncBuffer{}, nil)))
-	var mu sync.Mutex
-	var got []string
-	handler := func(name string) nats.MsgHandler {
-		return func(m *nats.Msg) {
-			mu.Lock()
-			got = append(got, name+":"+string(m.Data))
-			mu.Unlock()
-		}
-	}
-	undoA, err := sh.subscribe(nc, "t.a", handler("a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	undoB, err := sh.subscribe(nc, "t.*.b", handler("b"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(undoB)
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	var want []string
-	for i := range 200 {
-		subj, name := "t.a", "a"
-		if i%3 == 0 {
-			subj, name = "t.x.b", "b"
-		}
-		if err := pub.Publish(subj, []byte(fmt.Sprint(i))); err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, fmt.Sprintf("%s:%d", name, i))
-	}
-	handled := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(got)
-	}
-	poll.Until(t, 10*time.Second, "every message handled", func() bool { return len(handled()) >= len(want) })
-	if h := handled(); !slices.Equal(h, want) {
-		t.Fatalf("handled %v, want %v", h, want)
-	}
-
-	undoA()
-	for _, subj := range []string{"t.a", "t.x.b"} {
-		if err := pub.Publish(subj, []byte("after")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want = append(want, "b:after")
-	poll.Until(t, 10*time.Second, "the message to the remaining subscription", func() bool { return len(handled()) >= len(want) })
-	// Both were sent in order from one connection: b's was handled, so
-	// a's, before it, was dropped, not delayed.
-	if h := handled(); !slices.Equal(h, want) {
-		t.Fatalf("after undoing a: handled %v", h[len(want)-1:])
 	}
 }
