@@ -170,13 +170,15 @@ bench:
 # MIXED_TRIALS are split over MIXED_ROUNDS rounds, every round runs all five
 # in an order that rotates by one, and bench/mixedstat pools each one's
 # samples (p50/p99 over all its trials). Then a rolling upgrade and downgrade.
-# About 35 minutes on 2 cores shared with other work. Results in MIXED_OUT:
+# 100 trials a configuration, so that p99 is not the single worst trial; about
+# 50 minutes on an idle 2-core machine (keep it idle: a test run beside it
+# shows in the tails). Results in MIXED_OUT:
 # summary.txt, summary-details.txt (each run's figures, the slowest trials)
 # and per run its output, samples (.json) and the agents' debug logs
 # (.agents.log).
 MIXED_OUT    ?= $(BIN)/mixed
-MIXED_TRIALS ?= 30
-MIXED_ROUNDS ?= 5
+MIXED_TRIALS ?= 100
+MIXED_ROUNDS ?= 10
 mixed-bench:
 	GO="$(GO)" OUT="$(MIXED_OUT)" TRIALS="$(MIXED_TRIALS)" ROUNDS="$(MIXED_ROUNDS)" ALGORITHMS="$(BENCH_ALGORITHMS)" bash bench/mixed.sh
 
