@@ -109,3 +109,29 @@ func TestStandbyGuardRunsTheNextRun(t *testing.T) {
 		t.Fatal("a standby guard was started after stop")
 	}
 }
+
+// TestStandbyGuardLetGoWhenTheRunCannotStart: a run whose command cannot
+// be found fails to start as before, and the standby it took is let go (its
+// process exits), not left idle for the life of the agent.
+func TestStandbyGuardLetGoWhenTheRunCannotStart(t *testing.T) {
+	d := New(Config{Command: []string{"/nonexistent/edge-agent-duty"}})
+	if err := d.Attach(testHost(&fakeLease{start: time.Now()})); err != nil {
+		t.Fatal(err)
+	}
+	stop := d.Prepare()
+	defer stop()
+	first := d.standbyPid()
+	if first == 0 {
+		t.Fatal("no standby guard after Prepare")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := d.Lead(ctx, 1, new(atomic.Bool), func() bool { return true })
+	poll.Until(t, 10*time.Second, "the standby taken by the failed start to exit", func() bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(first) + "/stat")
+		// Gone, or a zombie until its reaper runs.
+		return err != nil || strings.Contains(string(b), ") Z ")
+	})
+	cancel()
+	<-done
+}

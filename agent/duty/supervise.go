@@ -202,8 +202,14 @@ func (s *supervisor) start() {
 			guard: d.cfg.GuardPath, label: s.label, soft: soft, deadline: hard, leaseEnd: s.lc.end, wg: &d.wg, log: s.log,
 			vipHeld: d.host.VIPHeld, announced: d.host.Announced}
 		ok := false
-		if p = d.takeStandby(); p != nil {
-			ok, err = p.activate(run, s.now)
+		if sb := d.takeStandby(); sb != nil {
+			// A standby not given the run (it died, or the run cannot
+			// start: the command is missing) is let go, not leaked.
+			if ok, err = sb.activate(run, s.now); ok {
+				p = sb
+			} else {
+				sb.close()
+			}
 		}
 		if err == nil && !ok {
 			p, err = startDutyProc(run, s.now)
