@@ -168,6 +168,21 @@ func (g *testGuard) send(line string) {
 	}
 }
 
+// ranToExit checks that the guard started the command, reported that it
+// exited with status, and exited itself without error.
+func (g *testGuard) ranToExit(status int) {
+	g.t.Helper()
+	if l := g.line(); !strings.HasPrefix(l, Started+" ") {
+		g.t.Fatalf("first report %q", l)
+	}
+	if l, want := g.line(), Done+" "+Exited+" exit status "+strconv.Itoa(status); l != want {
+		g.t.Fatalf("report %q, want %q", l, want)
+	}
+	if err := g.waitExit(); err != nil {
+		g.t.Fatalf("guard exit: %v", err)
+	}
+}
+
 // waitExit waits until the guard exited and reports its exit.
 func (g *testGuard) waitExit() error {
 	g.t.Helper()
@@ -356,15 +371,7 @@ while :; do sleep 0.05; done
 func TestGuardCommandExitLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	g := startGuard(t, time.Hour, nil, "sh", "-c", `( setsid sleep 1000 & echo $! > "$1/pid" ) ; sleep 0.1; exit 3`, "sh", dir)
-	if l := g.line(); !strings.HasPrefix(l, Started+" ") {
-		t.Fatalf("first report %q", l)
-	}
-	if l := g.line(); l != Done+" "+Exited+" exit status 3" {
-		t.Fatalf("report %q", l)
-	}
-	if err := g.waitExit(); err != nil {
-		t.Fatalf("guard exit: %v", err)
-	}
+	g.ranToExit(3)
 	b, _ := os.ReadFile(filepath.Join(dir, "pid"))
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {

@@ -51,15 +51,7 @@ func TestStandbyGuardRuns(t *testing.T) {
 	odd := "a b \"c\"\nd"
 	g.give(runArgs(t, 0, time.Hour, nil, "sh", "-c", script, "sh", dir, odd),
 		[]string{"PATH=" + os.Getenv("PATH"), "RUN=1"}, Renew+" 1 "+strconv.FormatInt(ClockMonotonic()+int64(2*time.Hour), 10))
-	if l := g.line(); !strings.HasPrefix(l, Started+" ") {
-		t.Fatalf("first report %q", l)
-	}
-	if l := g.line(); l != Done+" "+Exited+" exit status 3" {
-		t.Fatalf("report %q", l)
-	}
-	if err := g.waitExit(); err != nil {
-		t.Fatalf("guard exit: %v", err)
-	}
+	g.ranToExit(3)
 	env, err := os.ReadFile(filepath.Join(dir, "env"))
 	if err != nil {
 		t.Fatal(err)
