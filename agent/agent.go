@@ -415,7 +415,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.store.Close()
 	inputs, err := a.in.bus.Open(BusHooks{
 		OnBad: a.m.badMessage, OnMessage: a.m.message, OnControl: a.m.control,
-		Status: a.Status, Watch: a.Watch, OnProtocol: a.onProtocol,
+		Status: a.Status, WatchFunc: a.WatchFunc, OnProtocol: a.onProtocol,
 	})
 	if err != nil {
 		return err
@@ -1031,41 +1031,48 @@ func (a *Agent) Status() StatusReport {
 	return r
 }
 
-// notifier runs callbacks one at a time, in order, off the election loop.
+// notifier runs callbacks one at a time, in order, off the election loop,
+// on a goroutine that runs only while callbacks wait: a witness process
+// serving a thousand groups would otherwise park one per group.
 type notifier struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	queue  []func()
-	closed bool
-	done   chan struct{}
+	mu      sync.Mutex
+	idle    *sync.Cond // signalled when the goroutine stops
+	queue   []func()
+	running bool
+	closed  bool
 }
 
 func newNotifier() *notifier {
-	n := &notifier{done: make(chan struct{})}
-	n.cond = sync.NewCond(&n.mu)
-	go n.loop()
+	n := &notifier{}
+	n.idle = sync.NewCond(&n.mu)
 	return n
 }
 
+// push queues f; after close it is dropped.
 func (n *notifier) push(f func()) {
 	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
 	n.queue = append(n.queue, f)
-	n.mu.Unlock()
-	n.cond.Signal()
+	if !n.running {
+		n.running = true
+		go n.drain()
+	}
 }
 
-func (n *notifier) loop() {
-	defer close(n.done)
+func (n *notifier) drain() {
 	for {
 		n.mu.Lock()
-		for len(n.queue) == 0 && !n.closed {
-			n.cond.Wait()
-		}
 		if len(n.queue) == 0 {
+			n.running = false
+			n.idle.Broadcast()
 			n.mu.Unlock()
 			return
 		}
 		f := n.queue[0]
+		n.queue[0] = nil
 		n.queue = n.queue[1:]
 		n.mu.Unlock()
 		f()
@@ -1075,8 +1082,9 @@ func (n *notifier) loop() {
 // close runs what is queued, then stops.
 func (n *notifier) close() {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	n.closed = true
-	n.mu.Unlock()
-	n.cond.Signal()
-	<-n.done
+	for n.running {
+		n.idle.Wait()
+	}
 }

@@ -60,8 +60,9 @@ type BusHooks struct {
 	// from the agent's snapshot, off the loop, so that a stuck loop can be
 	// seen.
 	Status func() StatusReport
-	// Watch streams the leader changes the bus publishes (see Agent.Watch).
-	Watch func() (<-chan LeaderChange, func())
+	// WatchFunc hands the leader changes the bus publishes to a function
+	// (see Agent.WatchFunc).
+	WatchFunc func(func(LeaderChange)) (wait func())
 	// OnProtocol reports a change of the site's protocol version, or of
 	// the members that hold it down or are refused (ProtocolReporter).
 	OnProtocol func(ProtocolView)

@@ -35,8 +35,19 @@ type LeaderChange struct {
 // closes the channel; queued changes are then dropped. Call Watch before Run
 // to see the first election.
 func (a *Agent) Watch() (<-chan LeaderChange, func()) {
-	w := a.out.watchers.add()
-	return w.ch, w.cancel
+	ch := make(chan LeaderChange)
+	w := a.out.watchers.add(&watcher{ch: ch})
+	return ch, w.cancel
+}
+
+// WatchFunc calls f with every leader change this agent sees from now on, in
+// order, none dropped, as Watch delivers them, but on a goroutine that runs
+// only while changes wait (a bus serving one of many groups parks none). f
+// must not call the agent's Run. wait returns once Run returned and f
+// returned for the last change.
+func (a *Agent) WatchFunc(f func(LeaderChange)) (wait func()) {
+	w := a.out.watchers.add(&watcher{f: f})
+	return func() { <-w.ended }
 }
 
 func (a *Agent) leaderChange(previous, leader string, term uint64) LeaderChange {
@@ -54,34 +65,39 @@ type watchers struct {
 	closed bool
 }
 
-// watcher moves the changes of its queue to its channel, on a goroutine of
-// its own.
+// watcher moves the changes of its queue to its channel (Watch) or its
+// function (WatchFunc), on a goroutine that runs while changes wait.
 type watcher struct {
-	ch     chan LeaderChange
-	mu     sync.Mutex
-	queue  []LeaderChange
-	wake   chan struct{} // has a value when the queue grew or the watch ends
-	ending bool          // no more changes will come: drain, then close
-	stop   chan struct{} // closed by cancel
-	once   sync.Once
-	parent *watchers
+	ch chan LeaderChange  // Watch's, or nil
+	f  func(LeaderChange) // WatchFunc's, or nil
+
+	mu        sync.Mutex
+	queue     []LeaderChange
+	running   bool          // a goroutine delivers, or the watch is over
+	ending    bool          // no more changes will come: deliver, then end
+	stop      chan struct{} // closed by cancel
+	ended     chan struct{} // closed when the watch is over
+	once      sync.Once
+	parent    *watchers
+	cancelled bool // cancel was called
+	finished  bool // ch closed and ended closed
 }
 
-func (ws *watchers) add() *watcher {
-	w := &watcher{ch: make(chan LeaderChange), wake: make(chan struct{}, 1), stop: make(chan struct{}), parent: ws}
+func (ws *watchers) add(w *watcher) *watcher {
+	w.stop, w.ended, w.parent = make(chan struct{}), make(chan struct{}), ws
 	ws.mu.Lock()
+	defer ws.mu.Unlock()
 	if ws.closed {
-		ws.mu.Unlock()
-		close(w.ch)
 		w.once.Do(func() { close(w.stop) })
+		w.mu.Lock()
+		w.finish()
+		w.mu.Unlock()
 		return w
 	}
 	if ws.set == nil {
 		ws.set = map[*watcher]struct{}{}
 	}
 	ws.set[w] = struct{}{}
-	ws.mu.Unlock()
-	go w.run()
 	return w
 }
 
@@ -92,8 +108,8 @@ func (ws *watchers) publish(c LeaderChange) {
 	for w := range ws.set {
 		w.mu.Lock()
 		w.queue = append(w.queue, c)
+		w.wake()
 		w.mu.Unlock()
-		w.signal()
 	}
 }
 
@@ -106,17 +122,32 @@ func (ws *watchers) close() {
 	for w := range ws.set {
 		w.mu.Lock()
 		w.ending = true
+		w.wake()
 		w.mu.Unlock()
-		w.signal()
 	}
 	ws.set = nil
 }
 
-func (w *watcher) signal() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
+// wake starts the delivering goroutine unless one runs (w.mu held).
+func (w *watcher) wake() {
+	if !w.running {
+		w.running = true
+		go w.run()
 	}
+}
+
+// finish ends the watch (w.mu held): closes the channel and ended, once.
+// running stays set, so that no goroutine starts again.
+func (w *watcher) finish() {
+	w.running = true
+	if w.finished {
+		return
+	}
+	w.finished = true
+	if w.ch != nil {
+		close(w.ch)
+	}
+	close(w.ended)
 }
 
 func (w *watcher) cancel() {
@@ -125,33 +156,56 @@ func (w *watcher) cancel() {
 		delete(w.parent.set, w)
 		w.parent.mu.Unlock()
 		close(w.stop)
+		w.mu.Lock()
+		w.cancelled = true
+		if !w.running {
+			w.finish()
+		}
+		w.mu.Unlock()
 	})
 }
 
 func (w *watcher) run() {
-	defer close(w.ch)
 	for {
 		w.mu.Lock()
 		q, ending := w.queue, w.ending
 		w.queue = nil
+		if len(q) == 0 {
+			if ending || w.cancelled {
+				w.finish()
+			} else {
+				w.running = false
+			}
+			w.mu.Unlock()
+			return
+		}
 		w.mu.Unlock()
 		for _, c := range q {
-			select {
-			case w.ch <- c:
-			case <-w.stop:
+			if !w.deliver(c) {
+				w.mu.Lock()
+				w.finish()
+				w.mu.Unlock()
 				return
 			}
 		}
-		if len(q) > 0 {
-			continue
-		}
-		if ending {
-			return
-		}
+	}
+}
+
+// deliver hands c over; false when the watch was cancelled.
+func (w *watcher) deliver(c LeaderChange) bool {
+	if w.f != nil {
 		select {
-		case <-w.wake:
 		case <-w.stop:
-			return
+			return false
+		default:
 		}
+		w.f(c)
+		return true
+	}
+	select {
+	case w.ch <- c:
+		return true
+	case <-w.stop:
+		return false
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -102,16 +104,24 @@ func agreedLeader(agents map[string]*Agent, ids ...string) string {
 // TestWatchDropsNoTransition: watchers that read nothing while the leader
 // changes many times still get every change, in order, numbered without a
 // gap, as many as the agent counted, and their channels close once Run
-// returned.
+// returned; a function watch (WatchFunc) gets the same changes, and its wait
+// returns once Run returned.
 func TestWatchDropsNoTransition(t *testing.T) { synctest.Test(t, testWatchDropsNoTransition) }
 
 func testWatchDropsNoTransition(t *testing.T) {
 	ids := []string{"gw1", "gw2", "gw3"}
 	watches := map[string]<-chan LeaderChange{}
 	var cancelled <-chan LeaderChange
+	var mu sync.Mutex
+	funcs, waits := map[string][]LeaderChange{}, map[string]func(){}
 	_, agents, stop := runSite(t, 3, 50*time.Millisecond, siteSetup{before: func(id string, a *Agent) {
 		ch, _ := a.Watch()
 		watches[id] = ch
+		waits[id] = a.WatchFunc(func(c LeaderChange) {
+			mu.Lock()
+			funcs[id] = append(funcs[id], c)
+			mu.Unlock()
+		})
 		if id == "gw1" {
 			var cancel func()
 			cancelled, cancel = a.Watch()
@@ -179,12 +189,23 @@ func testWatchDropsNoTransition(t *testing.T) {
 		if !sawFinal {
 			t.Errorf("%s: never saw the final leader %s", id, final)
 		}
+		waits[id]()
+		mu.Lock()
+		if !slices.Equal(funcs[id], got) {
+			t.Errorf("%s: the function watch got %d changes, the channel %d, or others", id, len(funcs[id]), len(got))
+		}
+		mu.Unlock()
 	}
 	// A watch started after Run returned is closed at once.
 	ch, cancel := agents["gw1"].Watch()
 	defer cancel()
 	if _, ok := <-ch; ok {
 		t.Fatal("watch after Run delivered a change")
+	}
+	called := false
+	agents["gw1"].WatchFunc(func(LeaderChange) { called = true })()
+	if called {
+		t.Fatal("function watch after Run delivered a change")
 	}
 }
 

@@ -77,12 +77,19 @@ func InboxSize(n int) Option {
 type Shared struct {
 	mu  sync.Mutex
 	mbs map[*agent.Mailbox]struct{}
+
+	// The buses' announcement and control subscriptions, each kind on one
+	// goroutine for every bus (dispatcher).
+	disp [dispatchKinds]*dispatcher
 }
 
 // NewShared takes over nc's disconnect, reconnect and error handlers, and
 // logs to log.
 func NewShared(nc *nats.Conn, log *slog.Logger) *Shared {
 	s := &Shared{mbs: map[*agent.Mailbox]struct{}{}}
+	for k := range s.disp {
+		s.disp[k] = newDispatcher()
+	}
 	nc.SetDisconnectErrHandler(func(_ *nats.Conn, err error) {
 		s.mu.Lock()
 		n := len(s.mbs)
@@ -114,6 +121,22 @@ func (s *Shared) add(mb *agent.Mailbox) func() {
 		delete(s.mbs, mb)
 		s.mu.Unlock()
 	}
+}
+
+// subscribe subscribes handle to subj on the bus's election connection and
+// returns the undo. On a shared connection a dispatcher of kind runs the
+// handler: one goroutine for the buses' subscriptions of that kind, where one
+// each would park six thousand goroutines in a witness process serving a
+// thousand groups.
+func (b *Bus) subscribe(kind dispatchKind, subj string, handle nats.MsgHandler) (*nats.Subscription, func(), error) {
+	if b.shared != nil {
+		return b.shared.disp[kind].subscribe(b.nc, subj, handle)
+	}
+	sub, err := b.nc.Subscribe(subj, handle)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sub, func() { _ = sub.Unsubscribe() }, nil
 }
 
 // SharedConn makes the bus one of many on a connection that s watches:

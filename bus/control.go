@@ -71,14 +71,14 @@ func (c *controlAuth) allow(verb, signer string, now time.Duration, d time.Durat
 func (b *Bus) serveControl(h agent.BusHooks, mb *agent.Mailbox) (stop func(), err error) {
 	auth := b.newControlAuth()
 	start := time.Now()
-	var subs []*nats.Subscription
+	var undo []func()
 	stop = func() {
-		for _, s := range subs {
-			_ = s.Unsubscribe()
+		for _, u := range undo {
+			u()
 		}
 	}
 	sub := func(verb string, handle func(m *nats.Msg, signer string)) error {
-		s, err := b.nc.Subscribe(wire.ControlSubject(b.c.Config.SubjectPrefix, b.c.Config.Group, verb), func(m *nats.Msg) {
+		s, unsub, err := b.subscribe(dispatchControl, wire.ControlSubject(b.c.Config.SubjectPrefix, b.c.Config.Group, verb), func(m *nats.Msg) {
 			signer, result := b.checkControl(auth, verb, m, time.Since(start))
 			if result != "" {
 				h.OnControl(verb, result)
@@ -89,9 +89,10 @@ func (b *Bus) serveControl(h agent.BusHooks, mb *agent.Mailbox) (stop func(), er
 		if err != nil {
 			return err
 		}
-		// A flood of requests waits in at most 64 messages or 256 KiB.
+		// A flood of requests waits in at most 64 messages or 256 KiB (on
+		// a shared connection, in the dispatcher's queue).
 		_ = s.SetPendingLimits(64, 256<<10)
-		subs = append(subs, s)
+		undo = append(undo, unsub)
 		return nil
 	}
 	handover := func(verb string) func(*nats.Msg, string) {
@@ -179,26 +180,21 @@ func (b *Bus) sign(out *nats.Msg) error {
 // events subject, in order, until the agent's watchers close (when Run
 // returns); stop waits for the last one to be flushed.
 func (b *Bus) publishEvents(h agent.BusHooks) (stop func()) {
-	ch, _ := h.Watch()
 	subject := agent.EventsSubject(b.c.Config.SubjectPrefix, b.c.Config.Group)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for c := range ch {
-			body, err := json.Marshal(c)
-			if err == nil {
-				out := &nats.Msg{Subject: subject, Data: body}
-				if err = b.sign(out); err == nil {
-					err = b.nc.PublishMsg(out)
-				}
-			}
-			if err != nil {
-				b.c.Log.Debug("leader change event not published", "err", err)
+	wait := h.WatchFunc(func(c agent.LeaderChange) {
+		body, err := json.Marshal(c)
+		if err == nil {
+			out := &nats.Msg{Subject: subject, Data: body}
+			if err = b.sign(out); err == nil {
+				err = b.nc.PublishMsg(out)
 			}
 		}
-	}()
+		if err != nil {
+			b.c.Log.Debug("leader change event not published", "err", err)
+		}
+	})
 	return func() {
-		<-done
+		wait()
 		_ = b.nc.FlushTimeout(time.Second)
 	}
 }

@@ -176,7 +176,8 @@ func (p *protocols) snapshot(now time.Time) agent.ProtocolView {
 }
 
 // announce runs this member's announcements: at once, every interval, at
-// once again when a member announces news (a restart, a new member), and
+// once again when a member announces news (a restart, a new member; at most
+// once an interval), and
 // re-reads the view every interval so that members that went quiet stop
 // counting. It subscribes on nc and returns the undo.
 func (b *Bus) announce(t *NATSTransport, p *protocols, interval time.Duration) (func(), error) {
@@ -188,8 +189,14 @@ func (b *Bus) announce(t *NATSTransport, p *protocols, interval time.Duration) (
 	for _, m := range cfg.Members {
 		members[m.ID] = true
 	}
-	now := make(chan struct{}, 1)
-	sub, err := b.nc.Subscribe(wire.AnnounceWildcard(prefix, group), func(msg *nats.Msg) {
+	answer := newsAnswers{interval: interval}
+	ann := startPeriodic(0, interval, func() {
+		p.mu.Lock()
+		p.changed(time.Now())
+		p.mu.Unlock()
+		b.publishAnnouncement()
+	})
+	_, unsub, err := b.subscribe(dispatchAnnounce, wire.AnnounceWildcard(prefix, group), func(msg *nats.Msg) {
 		from, ok := wire.AnnounceSender(msg.Subject, prefix, group)
 		if !ok || !members[from] || from == cfg.ID {
 			return
@@ -213,41 +220,40 @@ func (b *Bus) announce(t *NATSTransport, p *protocols, interval time.Duration) (
 			t.bad(badReason(err))
 			return
 		}
-		if p.announced(a, time.Now()) {
-			select {
-			case now <- struct{}{}:
-			default:
-			}
+		if at := time.Now(); p.announced(a, at) {
+			ann.also(func() {
+				if answer.allow(at) {
+					b.publishAnnouncement()
+				}
+			})
 		}
 	})
 	if err != nil {
+		ann.stop()
 		return nil, err
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			b.publishAnnouncement()
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				p.mu.Lock()
-				p.changed(time.Now())
-				p.mu.Unlock()
-			case <-now:
-			}
-		}
-	}()
 	return func() {
-		close(done)
-		wg.Wait()
-		_ = sub.Unsubscribe()
+		ann.stop()
+		unsub()
 	}, nil
+}
+
+// newsAnswers bounds the announcements made at once for news to one an
+// interval: news is decided when an announcement is handled, not when it
+// arrived, so a member whose handling lags more than the ttl (a starved
+// process) finds news in every announcement, and answering each would add
+// to the load that starves it. The regular announcement follows anyway.
+type newsAnswers struct {
+	interval time.Duration
+	last     time.Time // the last answer; zero: none yet
+}
+
+func (n *newsAnswers) allow(at time.Time) bool {
+	if !n.last.IsZero() && at.Sub(n.last) < n.interval {
+		return false
+	}
+	n.last = at
+	return true
 }
 
 // publishAnnouncement says this member's protocol range and build.

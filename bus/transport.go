@@ -158,6 +158,8 @@ type NATSTransport struct {
 	closed bool
 	done   chan struct{}
 	wg     sync.WaitGroup
+	// The instance announcements and the signing challenges.
+	periodic []*periodic
 }
 
 // MaxQueuedBytes bounds the bytes of election messages that a NATSTransport
@@ -251,12 +253,14 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 			// Prove every member's epoch, and let them prove ours (sign.Signing).
 			t.sendEpochMsg(wire.EpochMsg{Nonce: t.signing.ChallengeAll()})
 		}
-		t.wg.Add(1)
-		go t.challengeLoop(c.Heartbeat)
+		d := challengePeriod(c.Heartbeat)
+		t.periodic = append(t.periodic, startPeriodic(d, d, t.challenge))
 	}
 	if t.inst != "" {
-		t.wg.Add(1)
-		go t.instanceLoop(c.Heartbeat)
+		// A second process with the same member id hears this one on the
+		// member's own direct subject (see wire.InstanceMsg), and this one
+		// hears the other's, every heartbeat period.
+		t.periodic = append(t.periodic, startPeriodic(0, orSecond(c.Heartbeat), t.sendInstance))
 	}
 	return t, nil
 }
@@ -312,30 +316,31 @@ func (c *NATSTransportConfig) check() (map[string]bool, error) {
 	return members, nil
 }
 
-// challengeLoop challenges, every half heartbeat period (at least every
-// wire.ChallengeInterval), the members whose epoch is not proved yet: the
-// challenge broadcast at start is lost when a member is not up yet, or its
-// server's route to ours is not, and then the first message between them
-// (a COORDINATOR, a vote) would be dropped as unverified.
-func (t *NATSTransport) challengeLoop(h time.Duration) {
-	defer t.wg.Done()
+// challengePeriod is how often the members whose epoch is not proved yet are
+// challenged: every half heartbeat period, at least every
+// wire.ChallengeInterval. The challenge broadcast at start is lost when a
+// member is not up yet, or its server's route to ours is not, and then the
+// first message between them (a COORDINATOR, a vote) would be dropped as
+// unverified.
+func challengePeriod(h time.Duration) time.Duration {
+	return max(orSecond(h)/2, wire.ChallengeInterval)
+}
+
+// orSecond is h, or a second when h is not set.
+func orSecond(h time.Duration) time.Duration {
 	if h <= 0 {
-		h = time.Second
+		return time.Second
 	}
-	tick := time.NewTicker(max(h/2, wire.ChallengeInterval))
-	defer tick.Stop()
-	for {
-		select {
-		case <-t.done:
-			return
-		case <-tick.C:
-			if !t.nc.IsConnected() {
-				continue
-			}
-			for _, id := range t.signing.Unproven() {
-				t.sendEpochMsg(wire.EpochMsg{To: id, Nonce: t.signing.Challenge(id)})
-			}
-		}
+	return h
+}
+
+// challenge challenges the members whose epoch is not proved yet.
+func (t *NATSTransport) challenge() {
+	if !t.nc.IsConnected() {
+		return
+	}
+	for _, id := range t.signing.Unproven() {
+		t.sendEpochMsg(wire.EpochMsg{To: id, Nonce: t.signing.Challenge(id)})
 	}
 }
 
@@ -427,6 +432,9 @@ func (t *NATSTransport) Close() error {
 	t.mu.Unlock()
 
 	err := t.unsubscribe()
+	for _, p := range t.periodic {
+		p.stop()
+	}
 	close(t.done)
 	t.wg.Wait()
 	close(t.inbox)
@@ -705,26 +713,6 @@ func (t *NATSTransport) reportDropped() {
 func (t *NATSTransport) bad(reason string) {
 	if f := t.hooks.OnBad; f != nil {
 		f(reason)
-	}
-}
-
-// instanceLoop announces this process every heartbeat period on the
-// member's own direct subject (see wire.InstanceMsg): a second process
-// with the same member id hears it there, and this one hears the other's.
-func (t *NATSTransport) instanceLoop(h time.Duration) {
-	defer t.wg.Done()
-	if h <= 0 {
-		h = time.Second
-	}
-	tick := time.NewTicker(h)
-	defer tick.Stop()
-	for {
-		t.sendInstance()
-		select {
-		case <-t.done:
-			return
-		case <-tick.C:
-		}
 	}
 }
 

@@ -39,7 +39,13 @@ func Serve(ctx context.Context, rc *config.Config, groups []string, log *slog.Lo
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(strings.Join(rc.NATSURLs, ","), append(bus.NATSOptions(ConnName(rc.Agent.ID)), clientOpts...)...)
+	// NoEcho: the groups' agents have nothing to say to each other, and
+	// each would otherwise receive its own duplicate-process announcement
+	// every heartbeat period, a seventh of what a thousand groups receive
+	// (a second process with the same id connects on its own connection,
+	// so it is still heard).
+	opts := append(bus.NATSOptions(ConnName(rc.Agent.ID)), nats.NoEcho())
+	nc, err := nats.Connect(strings.Join(rc.NATSURLs, ","), append(opts, clientOpts...)...)
 	if err != nil {
 		return fmt.Errorf("connect to NATS %s: %w", strings.Join(edge.RedactURLs(rc.NATSURLs), ","), err)
 	}

@@ -1,0 +1,121 @@
+package bus
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/edge-agent/edge-agent/internal/poll"
+)
+
+// A dispatcher runs the handlers of many subscriptions on one goroutine:
+// each handler gets the messages of its own subject, the goroutines do not
+// grow with the subscriptions, and the last unsubscribe ends the goroutine
+// (a message then queued is not handled).
+func TestDispatcherRunsManySubscriptionsOnOneGoroutine(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	pub, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Close)
+
+	const n = 200
+	d := newDispatcher()
+	before := runtime.NumGoroutine()
+	var mu sync.Mutex
+	got := map[string][]string{} // by subscription's subject: the subjects handled
+	undo := make([]func(), n)
+	for i := range n {
+		subj := fmt.Sprintf("g%03d.ctl.status", i)
+		_, u, err := d.subscribe(nc, subj, func(m *nats.Msg) {
+			mu.Lock()
+			got[subj] = append(got[subj], m.Subject)
+			mu.Unlock()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		undo[i] = u
+	}
+	if g := runtime.NumGoroutine() - before; g > 1 {
+		t.Errorf("%d subscriptions added %d goroutines, want 1", n, g)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := pub.Publish(fmt.Sprintf("g%03d.ctl.status", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll.Until(t, 10*time.Second, "every handler to get its message", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == n
+	})
+	mu.Lock()
+	for subj, subjects := range got {
+		if len(subjects) != 1 || subjects[0] != subj {
+			t.Errorf("handler of %s got %v", subj, subjects)
+		}
+	}
+	mu.Unlock()
+
+	for _, u := range undo[1:] {
+		u()
+	}
+	if d.stop == nil {
+		t.Fatal("the goroutine ended with a subscription left")
+	}
+	undo[0]()
+	if d.stop != nil {
+		t.Error("the goroutine still runs after the last unsubscribe")
+	}
+	// Queued after the end: nobody handles it, and a new subscription
+	// starts the goroutine again and gets its own messages.
+	d.ch <- &nats.Msg{Subject: "g000.ctl.status"}
+	again := make(chan string, 1)
+	_, u, err := d.subscribe(nc, "again", func(m *nats.Msg) { again <- m.Subject })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Publish("again", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case subj := <-again:
+		if subj != "again" {
+			t.Errorf("got %q", subj)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a subscription after a restart got nothing")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got["g000.ctl.status"]) != 1 {
+		t.Errorf("a message queued after its unsubscribe was handled: %v", got["g000.ctl.status"])
+	}
+}

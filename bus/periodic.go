@@ -1,0 +1,159 @@
+package bus
+
+import (
+	"container/heap"
+	"sync"
+	"time"
+)
+
+// periodic runs f after first and then every d. Every periodic task of the
+// process runs on one goroutine (timers), which runs while tasks are
+// scheduled: a witness process serving a thousand groups would otherwise
+// park a goroutine per group for each task, or start one per run (an
+// AfterFunc), growing its stack anew each time. f must be short and must not
+// block: it delays the others. Runs never overlap; after stop returns none
+// is running and none starts.
+type periodic struct {
+	d time.Duration
+	f func()
+
+	mu      sync.Mutex // held while f runs
+	stopped bool
+
+	// Guarded by procTimers.mu.
+	next  time.Time
+	index int // in the heap; -1 when not in it
+}
+
+func startPeriodic(first, d time.Duration, f func()) *periodic {
+	p := &periodic{d: d, f: f, index: -1}
+	procTimers.add(p, time.Now().Add(first))
+	return p
+}
+
+// run runs f unless stopped; it reports whether to run again.
+func (p *periodic) run() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return false
+	}
+	p.f()
+	return true
+}
+
+// also runs g as one of the runs (never beside one), unless stopped; the
+// schedule is unchanged.
+func (p *periodic) also(g func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.stopped {
+		g()
+	}
+}
+
+func (p *periodic) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	procTimers.remove(p)
+}
+
+// procTimers runs the process's periodic tasks.
+var procTimers = &timers{wake: make(chan struct{}, 1)}
+
+// timers is a heap of periodic tasks by their next run, and the goroutine
+// that runs them when due.
+type timers struct {
+	mu      sync.Mutex
+	h       taskHeap
+	running bool
+	wake    chan struct{} // a task was added
+}
+
+func (ts *timers) add(p *periodic, at time.Time) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	p.next = at
+	heap.Push(&ts.h, p)
+	if !ts.running {
+		ts.running = true
+		go ts.loop()
+	}
+	select {
+	case ts.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (ts *timers) remove(p *periodic) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if p.index >= 0 {
+		heap.Remove(&ts.h, p.index)
+	}
+}
+
+func (ts *timers) loop() {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		ts.mu.Lock()
+		if len(ts.h) == 0 {
+			ts.running = false
+			ts.mu.Unlock()
+			return
+		}
+		p := ts.h[0]
+		if d := time.Until(p.next); d > 0 {
+			ts.mu.Unlock()
+			t.Reset(d)
+			select {
+			case <-t.C:
+			case <-ts.wake:
+			}
+			continue
+		}
+		heap.Pop(&ts.h)
+		ts.mu.Unlock()
+		if p.run() {
+			ts.mu.Lock()
+			// Not if stopped meanwhile: stop removed it, or will find it
+			// gone and, stopped, it would not run anyway.
+			if p.index < 0 && !p.isStopped() {
+				p.next = time.Now().Add(p.d)
+				heap.Push(&ts.h, p)
+			}
+			ts.mu.Unlock()
+		}
+	}
+}
+
+func (p *periodic) isStopped() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopped
+}
+
+// taskHeap orders tasks by their next run (container/heap).
+type taskHeap []*periodic
+
+func (h taskHeap) Len() int           { return len(h) }
+func (h taskHeap) Less(i, j int) bool { return h[i].next.Before(h[j].next) }
+func (h taskHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *taskHeap) Push(x any) {
+	p := x.(*periodic)
+	p.index = len(*h)
+	*h = append(*h, p)
+}
+func (h *taskHeap) Pop() any {
+	old := *h
+	p := old[len(old)-1]
+	old[len(old)-1] = nil
+	p.index = -1
+	*h = old[:len(old)-1]
+	return p
+}
