@@ -89,8 +89,13 @@ var allowedClockUse = map[string]string{
 	"bus/protocol.go: announce: time.Now":   "an announcement's arrival and the periodic re-reading: ages by Sub, monotonic",
 	"bus/protocol.go: announce: time.Since": "monotonic: the rate limit's base carries a monotonic reading",
 	"bus/protocol.go: Protocol: time.Now":   "the instant of the view: ages by Sub, monotonic",
-	"bus/transport.go: Send: time.Now":      "the instant a message's level is read at: ages by Sub, monotonic",
-	"bus/transport.go: handle: time.Now":    "when a member was heard: ages by Sub, monotonic",
+	// The periodic tasks' schedule: next runs are readings that carry a
+	// monotonic clock, compared with Before and Until (monotonic).
+	"bus/periodic.go: startPeriodic: time.Now": "a task's first run: compared by Until and Before, monotonic",
+	"bus/periodic.go: loop: time.Now":          "a task's next run: compared by Until and Before, monotonic",
+	"bus/periodic.go: loop: time.Until":        "monotonic: the next run carries a monotonic reading",
+	"bus/transport.go: Send: time.Now":         "the instant a message's level is read at: ages by Sub, monotonic",
+	"bus/transport.go: handle: time.Now":       "when a member was heard: ages by Sub, monotonic",
 	// The duty guard logs how long removing a virtual IP took.
 	"edge/dutyguard/vip_linux.go: removeVIPs: time.Now":   "the start of a removal, for the log line",
 	"edge/dutyguard/vip_linux.go: removeVIPs: time.Since": "how long the removal took, for the log line: monotonic",

@@ -103,7 +103,7 @@ func (p *protocols) level(to string, now time.Time) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if to == "" {
-		return p.view(now).Site
+		return p.view(now, false).Site
 	}
 	return p.levelOf(p.peers[to], now)
 }
@@ -122,9 +122,13 @@ func (p *protocols) refused(id string, now time.Time) bool {
 // acknowledgements go to the leader), so no member can tell that an older
 // one is down rather than quiet. A member that does not announce holds the
 // site at protocol 1, whether it runs an older build or is down: the site
-// runs a version once every member has announced it.
-func (p *protocols) view(now time.Time) agent.ProtocolView {
-	v := agent.ProtocolView{Site: wire.ProtocolMax, Members: map[string]agent.PeerProtocol{}}
+// runs a version once every member has announced it. With members false it
+// leaves out v.Members (changed runs on every message it hears).
+func (p *protocols) view(now time.Time, members bool) agent.ProtocolView {
+	v := agent.ProtocolView{Site: wire.ProtocolMax}
+	if members {
+		v.Members = map[string]agent.PeerProtocol{}
+	}
 	for _, id := range p.members {
 		if id == p.self {
 			continue
@@ -134,10 +138,12 @@ func (p *protocols) view(now time.Time) agent.ProtocolView {
 			s = &peerState{min: 1, max: 1}
 		}
 		fresh := !s.announced.IsZero() && now.Sub(s.announced) <= p.ttl
-		if fresh {
-			v.Members[id] = agent.PeerProtocol{Min: s.min, Max: s.max, Build: s.build}
-		} else {
-			v.Members[id] = agent.PeerProtocol{Min: 1, Max: 1}
+		if members {
+			if fresh {
+				v.Members[id] = agent.PeerProtocol{Min: s.min, Max: s.max, Build: s.build}
+			} else {
+				v.Members[id] = agent.PeerProtocol{Min: 1, Max: 1}
+			}
 		}
 		if fresh && !wire.Overlaps(s.min, s.max) {
 			v.Mismatch = append(v.Mismatch, id)
@@ -156,13 +162,13 @@ func (p *protocols) view(now time.Time) agent.ProtocolView {
 // changed reports the view if the site's version or the members that set
 // it changed (p.mu held).
 func (p *protocols) changed(now time.Time) {
-	v := p.view(now)
+	v := p.view(now, false)
 	if v.Site == p.last.Site && slices.Equal(v.Below, p.last.Below) && slices.Equal(v.Mismatch, p.last.Mismatch) {
 		return
 	}
 	p.last = v
 	if p.onChange != nil {
-		p.onChange(v)
+		p.onChange(p.view(now, true))
 	}
 }
 
@@ -170,7 +176,7 @@ func (p *protocols) changed(now time.Time) {
 func (p *protocols) snapshot(now time.Time) agent.ProtocolView {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	v := p.view(now)
+	v := p.view(now, true)
 	v.Members[p.self] = agent.PeerProtocol{Min: wire.ProtocolMin, Max: wire.ProtocolMax, Build: p.build}
 	return v
 }

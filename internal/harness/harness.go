@@ -189,10 +189,21 @@ func (s *Site) Start(id string) (*Proc, error) {
 	}
 	p := &Proc{ID: id, Cmd: cmd, exited: make(chan struct{})}
 	addr := make(chan string, 1)
+	var (
+		lastMu sync.Mutex
+		last   []string // the last lines, for an agent that exits at start
+	)
+	scanned := make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
+			lastMu.Lock()
+			if last = append(last, line); len(last) > 20 {
+				last = last[1:]
+			}
+			lastMu.Unlock()
 			if s.Log != nil {
 				s.logMu.Lock()
 				fmt.Fprintf(s.Log, "%s: %s\n", id, line)
@@ -217,7 +228,10 @@ func (s *Site) Start(id string) (*Proc, error) {
 	select {
 	case p.HTTPAddr = <-addr:
 	case <-p.exited:
-		return nil, fmt.Errorf("agent %s exited at start: %v", id, p.exitErr)
+		<-scanned
+		lastMu.Lock()
+		defer lastMu.Unlock()
+		return nil, fmt.Errorf("agent %s exited at start: %v; its last lines:\n%s", id, p.exitErr, strings.Join(last, "\n"))
 	case <-time.After(20 * time.Second):
 		_ = cmd.Process.Kill()
 		return nil, fmt.Errorf("agent %s: no http address within 20s", id)
