@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -115,13 +114,14 @@ type NATSTransportConfig struct {
 // received them, across both subjects.
 //
 // The receive path is bounded in messages and in bytes, and what it costs
-// grows with what it keeps, not with what it is sent: a first goroutine takes
-// each message off the connection and drops at once, before any parsing or
+// grows with what it keeps, not with what it is sent: each message taken off
+// the connection is first admitted, which drops at once, before any parsing or
 // signature check, what is too large, not on an election subject of this
 // member, or over its sender's rate (per sender as the subject names it, so a
 // member flooding its own subjects cannot crowd out the others); what is left
-// waits in a queue of at most MaxQueuedBytes for a second goroutine, which
-// checks signatures and decodes. Everything dropped is counted through
+// waits in a queue of at most MaxQueuedBytes to have its signature checked and
+// be decoded, and everything waiting on the connection is admitted before
+// each decoding (receive). Everything dropped is counted through
 // Hooks.OnBad.
 //
 // It is safe for concurrent use. Hooks are called from its goroutines (for
@@ -140,11 +140,12 @@ type NATSTransport struct {
 	inst    string
 	onDup   func(string)
 
-	raw    chan *nats.Msg // filled by the NATS client
-	work   chan *nats.Msg // checked for size, subject and rate; waiting for decoding
-	queued atomic.Int64   // bytes waiting in work
-	subs   []*nats.Subscription
-	inbox  chan election.Message
+	raw     chan *nats.Msg // filled by the NATS client
+	work    []*nats.Msg    // checked for size, subject and rate; waiting for decoding (receive's own)
+	workCap int            // at most this many in work
+	queued  int64          // bytes waiting in work
+	subs    []*nats.Subscription
+	inbox   chan election.Message
 
 	// Only the admitting goroutine uses these.
 	rates     *ratelimit.Limiter
@@ -223,7 +224,7 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		// in microseconds, dropping anything over wire.MaxMessageSize, so it
 		// holds large messages only while that goroutine is starved.
 		raw:       make(chan *nats.Msg, rawCap(c.InboxSize)),
-		work:      make(chan *nats.Msg, max(c.InboxSize, 64)),
+		workCap:   max(c.InboxSize, 64),
 		inbox:     make(chan election.Message, inboxCap(c)),
 		done:      make(chan struct{}),
 		rates:     ratelimit.NewLimiter(rate, burst, len(members)),
@@ -245,8 +246,7 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		// with the next reconnect.
 		_ = nc.FlushTimeout(2 * time.Second)
 	}
-	t.wg.Add(2)
-	go t.admitLoop()
+	t.wg.Add(1)
 	go t.receive()
 	if t.signing != nil {
 		if nc.IsConnected() {
@@ -462,24 +462,9 @@ func (t *NATSTransport) unsubscribe() error {
 	return nil
 }
 
-// admitLoop takes raw messages off the connection in arrival order and
-// passes on, to receive, those worth decoding.
-func (t *NATSTransport) admitLoop() {
-	defer t.wg.Done()
-	for {
-		select {
-		case <-t.done:
-			return
-		case msg := <-t.raw:
-			t.admit(msg)
-			t.reportDropped()
-		}
-	}
-}
-
 // admit drops msg, counting why, if it is too large, not an election
 // subject of this member or over its sender's rate, or if the queue is
-// full; otherwise it queues it for receive. It parses nothing.
+// full; otherwise it queues it for decoding. It parses nothing.
 func (t *NATSTransport) admit(msg *nats.Msg) {
 	if len(msg.Data) > wire.MaxMessageSize || headerBytes(msg.Header) > maxHeaderBytes {
 		t.bad(wire.ReasonOversize)
@@ -511,17 +496,12 @@ func (t *NATSTransport) admit(msg *nats.Msg) {
 		return
 	}
 	size := int64(len(msg.Data))
-	if t.queued.Add(size) > t.maxQueued {
-		t.queued.Add(-size)
+	if t.queued+size > t.maxQueued || len(t.work) >= t.workCap {
 		t.bad(wire.ReasonInboxFull)
 		return
 	}
-	select {
-	case t.work <- msg:
-	default:
-		t.queued.Add(-size)
-		t.bad(wire.ReasonInboxFull)
-	}
+	t.queued += size
+	t.work = append(t.work, msg)
 }
 
 // sigShape reports a signature header that is missing or cannot be an
@@ -550,17 +530,52 @@ func headerBytes(h nats.Header) int {
 	return n
 }
 
-// receive decodes the admitted messages in order and moves the accepted
-// ones to Inbox.
+// receive takes raw messages off the connection in arrival order, admits
+// those worth decoding (admit), decodes them in order and moves the
+// accepted ones to Inbox. Before each decoding it admits everything that
+// waits, so the raw queue is drained while decoding lags (a flood is sorted
+// out in microseconds a message, and dropped by sender and reason, before
+// the NATS client would drop anything, whoever sent it); one goroutine does
+// both, a goroutine wake-up less a message than two stages (a witness
+// serving a thousand groups spent a quarter of its CPU waking goroutines).
 func (t *NATSTransport) receive() {
 	defer t.wg.Done()
 	for {
 		select {
 		case <-t.done:
 			return
-		case msg := <-t.work:
-			t.queued.Add(-int64(len(msg.Data)))
-			t.handle(msg)
+		default:
+		}
+		t.admitWaiting()
+		if len(t.work) == 0 {
+			select {
+			case <-t.done:
+				return
+			case msg := <-t.raw:
+				t.admit(msg)
+				t.reportDropped()
+			}
+			continue
+		}
+		msg := t.work[0]
+		t.work[0] = nil
+		if t.work = t.work[1:]; len(t.work) == 0 {
+			t.work = t.work[:0:0] // let the array go: a burst does not hold it
+		}
+		t.queued -= int64(len(msg.Data))
+		t.handle(msg)
+	}
+}
+
+// admitWaiting admits every raw message waiting.
+func (t *NATSTransport) admitWaiting() {
+	for {
+		select {
+		case msg := <-t.raw:
+			t.admit(msg)
+			t.reportDropped()
+		default:
+			return
 		}
 	}
 }
