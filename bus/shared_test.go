@@ -32,9 +32,9 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// A drop of a shared connection reaches every bus open on it, none that
-// closed, and is logged once, not once per bus.
-func TestSharedConnReportsDropToEveryOpenBus(t *testing.T) {
+// startPlainServer starts a nats-server on loopback, shut down with the test.
+func startPlainServer(t *testing.T) *server.Server {
+	t.Helper()
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +44,13 @@ func TestSharedConnReportsDropToEveryOpenBus(t *testing.T) {
 	if !s.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server not ready")
 	}
+	return s
+}
+
+// A drop of a shared connection reaches every bus open on it, none that
+// closed, and is logged once, not once per bus.
+func TestSharedConnReportsDropToEveryOpenBus(t *testing.T) {
+	s := startPlainServer(t)
 	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1))
 	if err != nil {
 		t.Fatal(err)

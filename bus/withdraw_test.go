@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
@@ -19,15 +18,7 @@ import (
 // member that announced protocol 2, and to no other; the other messages are
 // sent as before.
 func TestWithdrawSentOnlyAtProtocol2(t *testing.T) {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	s := startPlainServer(t)
 	connect := func() *nats.Conn {
 		nc, err := nats.Connect(s.ClientURL())
 		if err != nil {
