@@ -196,7 +196,9 @@ func (b *Bus) announce(t *NATSTransport, p *protocols, interval time.Duration) (
 		members[m.ID] = true
 	}
 	answer := newsAnswers{interval: interval}
-	ann := startPeriodic(0, interval, func() {
+	// The first announcement goes once subscribed (below), so that a
+	// member answering it at once is heard.
+	ann := startPeriodic(interval, interval, func() {
 		p.mu.Lock()
 		p.changed(time.Now())
 		p.mu.Unlock()
@@ -238,6 +240,7 @@ func (b *Bus) announce(t *NATSTransport, p *protocols, interval time.Duration) (
 		ann.stop()
 		return nil, err
 	}
+	ann.also(b.publishAnnouncement)
 	return func() {
 		ann.stop()
 		unsub()
