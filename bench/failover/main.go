@@ -239,7 +239,7 @@ func run(o options) error {
 				return err
 			}
 			defer sys.Close()
-			dead = &deaths{group: site.Group, at: map[string]time.Time{}}
+			dead = &deaths{group: site.Group, at: map[string]time.Time{}, seen: map[string][]string{}}
 			if _, err := sys.Subscribe("$SYS.ACCOUNT.*.DISCONNECT", dead.add); err != nil {
 				return err
 			}
@@ -403,6 +403,11 @@ func run(o options) error {
 		}
 		fmt.Printf("trial %2d: %s -> %s term %d->%d in %6.1f ms (fast-path report acted on by %d of %d)\n",
 			i+1, cur.Leader, next.Leader, cur.Term, next.Term, benchresult.Ms(took), acted, len(next.waitFor))
+		if dead != nil && acted == 0 && o.mode == modeKill {
+			// Why no survivor acted: the agents act only on a "Client
+			// Closed" advisory about the connection the leader announced.
+			fmt.Printf("          the server's advisories about %s: %s\n", cur.Leader, dead.about(cur.Leader))
+		}
 		if o.mode == modeTransfer {
 			if next.Leader != next.nominee {
 				missedNominee++
@@ -478,13 +483,16 @@ type deaths struct {
 	mu    sync.Mutex
 	group string
 	at    map[string]time.Time // member id -> first advisory since reset
+	seen  map[string][]string  // member id -> each advisory since reset: connection, client id, reason
 }
 
 func (d *deaths) add(m *nats.Msg) {
 	var adv struct {
 		Client struct {
 			Name string `json:"name"`
+			ID   uint64 `json:"id"`
 		} `json:"client"`
+		Reason string `json:"reason"`
 	}
 	if json.Unmarshal(m.Data, &adv) != nil {
 		return
@@ -499,13 +507,24 @@ func (d *deaths) add(m *nats.Msg) {
 	if _, seen := d.at[id]; !seen {
 		d.at[id] = now
 	}
+	d.seen[id] = append(d.seen[id], fmt.Sprintf("%s cid %d %q", adv.Client.Name, adv.Client.ID, adv.Reason))
 	d.mu.Unlock()
 }
 
 func (d *deaths) reset() {
 	d.mu.Lock()
-	d.at = map[string]time.Time{}
+	d.at, d.seen = map[string]time.Time{}, map[string][]string{}
 	d.mu.Unlock()
+}
+
+// about lists the advisories about id since reset.
+func (d *deaths) about(id string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.seen[id]) == 0 {
+		return "none"
+	}
+	return strings.Join(d.seen[id], "; ")
 }
 
 // first returns when the first advisory about id arrived since reset.
