@@ -514,7 +514,7 @@ func (a *Agent) inputAt(clock *tickClock, in Input) error {
 func (a *Agent) onInput(in Input) error {
 	switch in.Kind {
 	case InputMessage:
-		if !a.step(in.Msg) {
+		if in.Msg == nil || !a.step(*in.Msg) {
 			return nil
 		}
 	case InputMemberGone:

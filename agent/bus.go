@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edge-agent/edge-agent/election"
@@ -129,9 +130,13 @@ const (
 )
 
 // Input is one external input of the loop.
+//
+// Msg is a pointer so that a waiting input takes little room: a witness
+// process keeps a mailbox per group served, and a slot holding a message by
+// value was 304 bytes, most of them empty for every other kind.
 type Input struct {
 	Kind    InputKind
-	Msg     election.Message
+	Msg     *election.Message // InputMessage
 	Member  string
 	Conn    string
 	Closed  []RoutedServer
@@ -175,21 +180,25 @@ func Stamp(m election.Message, algorithm string, announce func(term uint64) stri
 // Mailbox is a bus's one path to the loop: a bounded channel of inputs,
 // and a report of this agent's own disconnection that is never lost (it is
 // coalesced: one pending report is enough). It is safe for concurrent use.
+//
+// A mailbox has no goroutine of its own: a disconnection report goes into
+// the channel at once, and only when the channel is full does a goroutine
+// wait to deliver it (a witness process keeps a mailbox per group served,
+// and an idle goroutine each cost a thousand stacks at a thousand groups).
 type Mailbox struct {
 	mu     sync.RWMutex
 	closed bool
 	ch     chan Input
-	disc   chan struct{}
 	done   chan struct{}
 	fwd    sync.WaitGroup
+	// waiting is set while a goroutine waits to deliver a disconnection
+	// report: later reports are coalesced into it.
+	waiting atomic.Bool
 }
 
 // NewMailbox returns a mailbox holding up to size inputs.
 func NewMailbox(size int) *Mailbox {
-	mb := &Mailbox{ch: make(chan Input, size), disc: make(chan struct{}, 1), done: make(chan struct{})}
-	mb.fwd.Add(1)
-	go mb.forward()
-	return mb
+	return &Mailbox{ch: make(chan Input, size), done: make(chan struct{})}
 }
 
 // C is the loop's end of the mailbox; Close closes it.
@@ -216,27 +225,32 @@ func (mb *Mailbox) Offer(in Input) bool {
 
 // Disconnected reports that a connection of this agent's dropped. It never
 // blocks, and the report reaches the loop even when the mailbox is full.
+// The report carries no arrival time: the loop applies it when it runs.
 func (mb *Mailbox) Disconnected() {
+	mb.mu.RLock()
+	defer mb.mu.RUnlock()
+	if mb.closed || mb.waiting.Load() {
+		return // closed, or a report is already on its way
+	}
 	select {
-	case mb.disc <- struct{}{}:
+	case mb.ch <- Input{Kind: InputDisconnected}:
+		return
 	default:
 	}
-}
-
-func (mb *Mailbox) forward() {
-	defer mb.fwd.Done()
-	for {
-		select {
-		case <-mb.done:
-			return
-		case <-mb.disc:
-		}
+	if !mb.waiting.CompareAndSwap(false, true) {
+		return
+	}
+	// Added under the read lock: Close, which takes the write lock before
+	// it waits for fwd, cannot miss it.
+	mb.fwd.Add(1)
+	go func() {
+		defer mb.fwd.Done()
+		defer mb.waiting.Store(false)
 		select {
 		case mb.ch <- Input{Kind: InputDisconnected}:
 		case <-mb.done:
-			return
 		}
-	}
+	}()
 }
 
 // Close stops the mailbox and closes C. Later offers are refused.
@@ -293,7 +307,7 @@ func (b *transportBus) Open(h BusHooks) (<-chan Input, error) {
 	go func() {
 		defer b.wg.Done()
 		for m := range b.t.Inbox() {
-			if !b.mb.Offer(Input{Kind: InputMessage, Msg: m}) && b.onBad != nil {
+			if !b.mb.Offer(Input{Kind: InputMessage, Msg: &m}) && b.onBad != nil {
 				b.onBad("inbox_full")
 			}
 		}

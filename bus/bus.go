@@ -264,7 +264,7 @@ func (b *Bus) transport(h agent.BusHooks, mb *agent.Mailbox, proto *protocols) (
 		InboxSize: b.inbox,
 		protocols: proto,
 		Deliver: func(m election.Message) bool {
-			return mb.Offer(agent.Input{Kind: agent.InputMessage, Msg: m})
+			return mb.Offer(agent.Input{Kind: agent.InputMessage, Msg: &m})
 		},
 		Instance: agent.Instance(),
 		OnDuplicate: func(inst string) {
