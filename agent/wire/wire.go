@@ -331,23 +331,16 @@ func decodeChecked(w wireMessage, subject string, expect DecodeContext) (electio
 // The results are those of the token-by-token parser it replaced
 // (parseTokens in the tests, FuzzParseWire).
 func parseWire(data []byte) (wireMessage, error) {
-	var w wireMessage
+	var s wireScan
 	if !json.Valid(data) {
 		var v any
-		return w, &BadMessageError{Reason: ReasonMalformed, Err: json.Unmarshal(data, &v)}
+		return s.w, &BadMessageError{Reason: ReasonMalformed, Err: json.Unmarshal(data, &v)}
 	}
 	i := skipSpace(data, 0)
 	if data[i] != '{' {
-		return w, bad(ReasonMalformed, "not a JSON object")
+		return s.w, bad(ReasonMalformed, "not a JSON object")
 	}
 	i++
-	var (
-		version  uint64
-		unknown  *string // the first key the wire format does not have
-		valueErr error
-		seen     uint32   // known keys, by fieldBit
-		others   []string // unknown keys seen
-	)
 	for {
 		i = skipSpace(data, i)
 		if data[i] == '}' {
@@ -361,66 +354,86 @@ func parseWire(data []byte) (wireMessage, error) {
 		i = skipSpace(data, end) + 1 // the colon
 		i = skipSpace(data, i)
 		vend := skipValue(data, i)
-		raw := data[i:vend]
+		if err := s.member(quoted, data[i:vend]); err != nil {
+			return s.w, err
+		}
 		i = vend
-		var (
-			bit   uint32
-			field any
-			key   string
-		)
-		if plain(quoted) {
-			bit, field = w.field(string(quoted[1 : len(quoted)-1])) // no copy: key does not escape
-			if bit != 0 {
-				key = fieldNames[bits.TrailingZeros32(bit)]
-			} else {
-				key = string(quoted[1 : len(quoted)-1])
-			}
-		} else {
-			var escaped string
-			if err := json.Unmarshal(quoted, &escaped); err != nil {
-				return w, &BadMessageError{Reason: ReasonMalformed, Err: err}
-			}
-			key = escaped
-			bit, field = w.field(key)
-		}
-		if bit != 0 {
-			if seen&bit != 0 {
-				return w, bad(ReasonMalformed, "repeated key %q", key)
-			}
-			seen |= bit
-		} else {
-			if slices.Contains(others, key) {
-				return w, bad(ReasonMalformed, "repeated key %q", key)
-			}
-			others = append(others, key)
-		}
-		switch {
-		case key == "v":
-			var err error
-			if version, err = strconv.ParseUint(string(raw), 10, 64); err != nil {
-				return w, bad(ReasonMalformed, "v is %s, not a version number", raw)
-			}
-		case field == nil:
-			if unknown == nil {
-				first := key
-				unknown = &first
-			}
-		case valueErr == nil:
-			if err := decodeValue(raw, field); err != nil {
-				valueErr = fmt.Errorf("%s: %w", key, err)
-			}
-		}
 	}
 	switch {
-	case version != WireVersion:
-		return w, bad(ReasonUnknownVersion, "version %d, want %d", version, WireVersion)
-	case unknown != nil:
-		return w, bad(ReasonMalformed, "unknown field %q", *unknown)
-	case valueErr != nil:
-		return w, &BadMessageError{Reason: ReasonMalformed, Err: valueErr}
+	case s.version != WireVersion:
+		return s.w, bad(ReasonUnknownVersion, "version %d, want %d", s.version, WireVersion)
+	case s.unknown != nil:
+		return s.w, bad(ReasonMalformed, "unknown field %q", *s.unknown)
+	case s.valueErr != nil:
+		return s.w, &BadMessageError{Reason: ReasonMalformed, Err: s.valueErr}
 	}
-	w.V = WireVersion
-	return w, nil
+	s.w.V = WireVersion
+	return s.w, nil
+}
+
+// wireScan is what parseWire has read of an object so far.
+type wireScan struct {
+	w        wireMessage
+	version  uint64
+	unknown  *string  // the first key the wire format does not have
+	valueErr error    // the first value of the wrong type
+	seen     uint32   // known keys, by fieldBit
+	others   []string // unknown keys seen
+}
+
+// member reads one member of the object: its key as it stands in the
+// JSON (quotes included) and its raw value. A repeated key, a bad escape
+// in a key or a "v" that is not a number ends the parse; an unknown key or
+// a value of the wrong type is kept for the end, where "v" is checked first.
+func (s *wireScan) member(quoted, raw []byte) error {
+	var (
+		bit   uint32
+		field any
+		key   string
+	)
+	if plain(quoted) {
+		bit, field = s.w.field(string(quoted[1 : len(quoted)-1])) // no copy: key does not escape
+		if bit != 0 {
+			key = fieldNames[bits.TrailingZeros32(bit)]
+		} else {
+			key = string(quoted[1 : len(quoted)-1])
+		}
+	} else {
+		var escaped string
+		if err := json.Unmarshal(quoted, &escaped); err != nil {
+			return &BadMessageError{Reason: ReasonMalformed, Err: err}
+		}
+		key = escaped
+		bit, field = s.w.field(key)
+	}
+	if bit != 0 {
+		if s.seen&bit != 0 {
+			return bad(ReasonMalformed, "repeated key %q", key)
+		}
+		s.seen |= bit
+	} else {
+		if slices.Contains(s.others, key) {
+			return bad(ReasonMalformed, "repeated key %q", key)
+		}
+		s.others = append(s.others, key)
+	}
+	switch {
+	case key == "v":
+		var err error
+		if s.version, err = strconv.ParseUint(string(raw), 10, 64); err != nil {
+			return bad(ReasonMalformed, "v is %s, not a version number", raw)
+		}
+	case field == nil:
+		if s.unknown == nil {
+			first := key
+			s.unknown = &first
+		}
+	case s.valueErr == nil:
+		if err := decodeValue(raw, field); err != nil {
+			s.valueErr = fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	return nil
 }
 
 // The scanners below read valid JSON (json.Valid) only.
