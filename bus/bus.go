@@ -127,10 +127,13 @@ func (s *Shared) add(mb *agent.Mailbox) func() {
 // returns the undo. On a shared connection a dispatcher of kind runs the
 // handler: one goroutine for the buses' subscriptions of that kind, where one
 // each would park six thousand goroutines in a witness process serving a
-// thousand groups.
-func (b *Bus) subscribe(kind dispatchKind, subj string, handle nats.MsgHandler) (*nats.Subscription, func(), error) {
+// thousand groups; onDrop counts a message dropped there because the
+// subscription's share of it was full (see dispatchShare). Without a shared
+// connection the client's pending limits apply, and drops are reported as
+// slow consumers.
+func (b *Bus) subscribe(kind dispatchKind, subj string, handle nats.MsgHandler, onDrop func()) (*nats.Subscription, func(), error) {
 	if b.shared != nil {
-		return b.shared.disp[kind].subscribe(b.nc, subj, handle)
+		return b.shared.disp[kind].subscribe(b.nc, subj, handle, onDrop)
 	}
 	sub, err := b.nc.Subscribe(subj, handle)
 	if err != nil {

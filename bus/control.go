@@ -85,7 +85,7 @@ func (b *Bus) serveControl(h agent.BusHooks, mb *agent.Mailbox) (stop func(), er
 				return
 			}
 			handle(m, signer)
-		})
+		}, func() { h.OnControl(verb, agent.ControlRateLimited) })
 		if err != nil {
 			return err
 		}

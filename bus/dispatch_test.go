@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func TestDispatcherRunsManySubscriptionsOnOneGoroutine(t *testing.T) {
 			mu.Lock()
 			got[subj] = append(got[subj], m.Subject)
 			mu.Unlock()
-		})
+		}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +86,7 @@ func TestDispatcherRunsManySubscriptionsOnOneGoroutine(t *testing.T) {
 	// starts the goroutine again and gets its own messages.
 	d.ch <- &nats.Msg{Subject: "g000.ctl.status"}
 	again := make(chan string, 1)
-	_, u, err := d.subscribe(nc, "again", func(m *nats.Msg) { again <- m.Subject })
+	_, u, err := d.subscribe(nc, "again", func(m *nats.Msg) { again <- m.Subject }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,5 +109,86 @@ func TestDispatcherRunsManySubscriptionsOnOneGoroutine(t *testing.T) {
 	defer mu.Unlock()
 	if len(got["g000.ctl.status"]) != 1 {
 		t.Errorf("a message queued after its unsubscribe was handled: %v", got["g000.ctl.status"])
+	}
+}
+
+// A flood of one subscription is confined to its share: while the
+// dispatcher is busy, 3,000 messages of one subscription then one of
+// another queue in the client; the other's runs after one more of the
+// flood's, not after all of them, and what is over the flood's share is
+// dropped and counted, not handled late.
+func TestDispatcherConfinesAFloodToItsSubscription(t *testing.T) {
+	s := startPlainServer(t)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	pub, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Close)
+
+	d := newDispatcher()
+	var handledA, dropsA, aWhenB atomic.Int64
+	aWhenB.Store(-1)
+	entered, release := make(chan struct{}), make(chan struct{})
+	_, undoA, err := d.subscribe(nc, "a.ctl", func(*nats.Msg) {
+		if handledA.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+	}, func() { dropsA.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer undoA()
+	_, undoB, err := d.subscribe(nc, "b.ctl", func(*nats.Msg) { aWhenB.Store(handledA.Load()) }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer undoB()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := pub.Publish("a.ctl", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first message was not handled")
+	}
+	const flood = 3000
+	for range flood {
+		if err := pub.Publish("a.ctl", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Publish("b.ctl", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "the flood and the other's message queued in the client", func() bool {
+		return len(d.ch) == flood+1
+	})
+	close(release)
+	poll.Until(t, 10*time.Second, "the other subscription's message handled", func() bool { return aWhenB.Load() >= 0 })
+	if got := aWhenB.Load(); got > 2 {
+		t.Errorf("the other subscription ran after %d of the flood's messages, want at most 2 (the one running, then one turn)", got)
+	}
+	poll.Until(t, 10*time.Second, "the flood's share handled", func() bool { return handledA.Load() == 1+dispatchShare })
+	if got, want := dropsA.Load(), int64(flood-dispatchShare); got != want {
+		t.Errorf("%d of the flood dropped, want %d (all over its share of %d)", got, want, dispatchShare)
+	}
+	if len(d.ch) != 0 {
+		t.Errorf("%d messages still queued", len(d.ch))
+	}
+	if got := handledA.Load(); got != 1+dispatchShare {
+		t.Errorf("%d of the flood handled, want %d", got, 1+dispatchShare)
 	}
 }

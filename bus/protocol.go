@@ -235,7 +235,7 @@ func (b *Bus) announce(t *NATSTransport, p *protocols, interval time.Duration) (
 				}
 			})
 		}
-	})
+	}, func() { t.bad(wire.ReasonRateLimited) })
 	if err != nil {
 		ann.stop()
 		return nil, err
