@@ -18,17 +18,7 @@ import (
 // grow with the subscriptions, and the last unsubscribe ends the goroutine
 // (a message then queued is not handled).
 func TestDispatcherRunsManySubscriptionsOnOneGoroutine(t *testing.T) {
-	s := startPlainServer(t)
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	pub, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pub.Close)
+	nc, pub := subscriberAndPublisher(t)
 
 	const n = 200
 	d := newDispatcher()
@@ -118,17 +108,7 @@ func TestDispatcherRunsManySubscriptionsOnOneGoroutine(t *testing.T) {
 // flood's, not after all of them, and what is over the flood's share is
 // dropped and counted, not handled late.
 func TestDispatcherConfinesAFloodToItsSubscription(t *testing.T) {
-	s := startPlainServer(t)
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	pub, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pub.Close)
+	nc, pub := subscriberAndPublisher(t)
 
 	d := newDispatcher()
 	var handledA, dropsA, aWhenB atomic.Int64
@@ -191,4 +171,21 @@ func TestDispatcherConfinesAFloodToItsSubscription(t *testing.T) {
 	if got := handledA.Load(); got != 1+dispatchShare {
 		t.Errorf("%d of the flood handled, want %d", got, 1+dispatchShare)
 	}
+}
+
+// subscriberAndPublisher starts a server and returns two connections to it:
+// one for the dispatcher's subscriptions, one to publish.
+func subscriberAndPublisher(t *testing.T) (nc, pub *nats.Conn) {
+	t.Helper()
+	s := startPlainServer(t)
+	var err error
+	if nc, err = nats.Connect(s.ClientURL()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if pub, err = nats.Connect(s.ClientURL()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Close)
+	return nc, pub
 }
