@@ -223,7 +223,7 @@ check-safety:
 
 # Native fuzzing, FUZZTIME per target (CI runs fuzz-short).
 FUZZTIME ?= 10m
-FUZZ_TARGETS := ./election:FuzzElection ./agent/wire:FuzzDecode ./agent/wire:FuzzParseWire
+FUZZ_TARGETS := ./election:FuzzElection ./agent/wire:FuzzDecode ./agent/wire:FuzzParseWire ./agent:FuzzDecodeHardState
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \

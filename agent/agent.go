@@ -801,11 +801,15 @@ func (a *Agent) persist(rd election.Ready) error {
 	if !rd.HardStateChanged || rd.HardState == a.core.lastHS {
 		return nil
 	}
+	start := a.mono()
 	if err := a.store.Save(rd.HardState); err != nil {
 		a.m.persistErrors.Inc()
 		a.log.Error("cannot persist term and vote; leaving the election", "err", err)
 		return fmt.Errorf("agent: persist state: %w", err)
 	}
+	took := a.mono() - start
+	a.m.persistSeconds.Observe(took.Seconds())
+	a.log.Debug("term and vote persisted", "term", rd.HardState.Term, "voted_for", rd.HardState.VotedFor, "took", took)
 	a.core.lastHS = rd.HardState
 	a.out.journal.write(JournalEntry{Event: "state", Term: rd.HardState.Term, VotedFor: rd.HardState.VotedFor})
 	return nil

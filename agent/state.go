@@ -34,6 +34,7 @@ type FileStore struct {
 
 	mu     sync.Mutex
 	hs     election.HardState
+	file   *os.File // state.json open for saves in place (two-block layout), or nil
 	closed bool
 }
 
@@ -103,6 +104,15 @@ func (s *FileStore) load() error {
 		return fmt.Errorf("%w: state file %s holds term %d, above the bound %d (a forged message raised it)", ErrTermAtBound, path, hs.Term, election.MaxTerm)
 	}
 	s.hs = hs
+	if isBlockLayout(data) {
+		// Saves overwrite it in place; a file of the earlier layout is
+		// replaced whole at the next save.
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("agent: open state file: %w", err)
+		}
+		s.file = f
+	}
 	return nil
 }
 
@@ -174,28 +184,40 @@ func ResetState(dir string, term uint64) (election.HardState, error) {
 	return old, nil
 }
 
-// decodeHardState parses a state file strictly: exactly one JSON object with
-// a term, a valid (or empty) vote and nothing after it. Unknown fields are
-// allowed, so that a downgrade can read a newer agent's file.
+// decodeHardState parses a state file: the two-block layout (statefile.go)
+// by its blocks, any other content as one JSON object (decodeObject).
 func decodeHardState(data []byte) (election.HardState, error) {
+	if isBlockLayout(data) {
+		return decodeBlocks(data)
+	}
+	hs, _, err := decodeObject(data)
+	return hs, err
+}
+
+// decodeObject parses data strictly: exactly one JSON object with a term, a
+// valid (or empty) vote and nothing after it; it also returns the object's
+// check (statefile.go), "" if it has none. Unknown fields are allowed, so
+// that a downgrade can read a newer agent's file.
+func decodeObject(data []byte) (election.HardState, string, error) {
 	var raw struct {
 		Term     *uint64 `json:"term"`
 		VotedFor string  `json:"voted_for"`
+		Check    string  `json:"check"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&raw); err != nil {
-		return election.HardState{}, err
+		return election.HardState{}, "", err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return election.HardState{}, errors.New("trailing data after the JSON object")
+		return election.HardState{}, "", errors.New("trailing data after the JSON object")
 	}
 	if raw.Term == nil {
-		return election.HardState{}, errors.New(`no "term" field`)
+		return election.HardState{}, "", errors.New(`no "term" field`)
 	}
 	if raw.VotedFor != "" && !election.ValidID(raw.VotedFor) {
-		return election.HardState{}, fmt.Errorf("voted_for %q is not a valid member id", raw.VotedFor)
+		return election.HardState{}, "", fmt.Errorf("voted_for %q is not a valid member id", raw.VotedFor)
 	}
-	return election.HardState{Term: *raw.Term, VotedFor: raw.VotedFor}, nil
+	return election.HardState{Term: *raw.Term, VotedFor: raw.VotedFor}, raw.Check, nil
 }
 
 // Load returns the stored state: what the last successful Save wrote, or what
@@ -232,18 +254,26 @@ func (s *FileStore) Save(hs election.HardState) error {
 	if hs == s.hs {
 		return nil
 	}
-	return s.write(hs)
+	if s.file != nil {
+		return saveInPlace(s.file, hs, func() { s.hs = hs })
+	}
+	if err := s.write(hs); err != nil {
+		return err
+	}
+	// From now on in place. If the file cannot be opened, the next save
+	// replaces it whole again.
+	if f, err := os.OpenFile(filepath.Join(s.dir, stateFileName), os.O_RDWR, 0); err == nil {
+		s.file = f
+	}
+	return nil
 }
 
-// write replaces state.json with hs atomically and durably. It updates s.hs
+// write replaces state.json with hs, in the two-block layout, atomically and
+// durably (a temporary file, fsync, rename, directory fsync). It updates s.hs
 // as soon as the rename is done, even if the directory fsync then fails: the
 // file may hold hs from then on, so a later Save must not go below it.
 func (s *FileStore) write(hs election.HardState) (err error) {
-	data, err := json.Marshal(hs)
-	if err != nil {
-		return fmt.Errorf("agent: encode state: %w", err)
-	}
-	data = append(data, '\n')
+	data := encodeStateFile(hs)
 	tmp := filepath.Join(s.dir, stateTmpName)
 	path := filepath.Join(s.dir, stateFileName)
 
@@ -301,7 +331,13 @@ func (s *FileStore) Close() error {
 		return nil
 	}
 	s.closed = true
-	return s.unlock()
+	err := s.unlock()
+	if s.file != nil {
+		if cerr := s.file.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("agent: close state file: %w", cerr)
+		}
+	}
+	return err
 }
 
 // unlock releases the lock and closes the lock file.
