@@ -175,12 +175,13 @@ bench:
 # shows in the tails). Results in MIXED_OUT:
 # summary.txt, summary-details.txt (each run's figures, the slowest trials)
 # and per run its output, samples (.json) and the agents' debug logs
-# (.agents.log).
+# (.agents.log). MIXED_MODES=kill runs the SIGKILL rows only (about half).
 MIXED_OUT    ?= $(BIN)/mixed
 MIXED_TRIALS ?= 100
 MIXED_ROUNDS ?= 10
+MIXED_MODES  ?= kill freeze
 mixed-bench:
-	GO="$(GO)" OUT="$(MIXED_OUT)" TRIALS="$(MIXED_TRIALS)" ROUNDS="$(MIXED_ROUNDS)" ALGORITHMS="$(BENCH_ALGORITHMS)" bash bench/mixed.sh
+	GO="$(GO)" OUT="$(MIXED_OUT)" TRIALS="$(MIXED_TRIALS)" ROUNDS="$(MIXED_ROUNDS)" ALGORITHMS="$(BENCH_ALGORITHMS)" MODES="$(MIXED_MODES)" bash bench/mixed.sh
 
 # The short version CI runs: 10 trials a configuration in 2 rounds, one
 # rolling pass (about 7 minutes). It fails on a safety violation (lease

@@ -28,6 +28,7 @@ OUT=${OUT:-bin/mixed}
 TRIALS=${TRIALS:-30}
 ROUNDS=${ROUNDS:-5}
 ALGORITHMS=${ALGORITHMS:-bully ring}
+MODES=${MODES:-kill freeze} # kill: SIGKILL rows, freeze: SIGSTOP rows
 case $OUT in /*) ;; *) OUT=$root/$OUT ;; esac
 mkdir -p "$OUT"
 if ! [ "$ROUNDS" -ge 1 ] 2>/dev/null || ! [ "$TRIALS" -ge "$ROUNDS" ] 2>/dev/null; then
@@ -54,7 +55,7 @@ details=$OUT/summary-details.txt
 : >"$details"
 configs=(0 1 2 3 4)
 for alg in $ALGORITHMS; do
-	for mode in kill freeze; do
+	for mode in $MODES; do
 		fast=""
 		[ "$mode" = kill ] && fast=-fast
 		declare -A runs=()
