@@ -228,10 +228,12 @@ func (s *FileStore) Load() election.HardState {
 	return s.hs
 }
 
-// Save stores hs durably and returns once it is on disk: it writes
-// state.json.tmp, fsyncs it, renames it over state.json and fsyncs the
-// directory. Messages that depend on hs may be sent only after Save returns
-// nil.
+// Save stores hs durably and returns once it is on disk: it overwrites the
+// two blocks of state.json in place, each followed by a data sync (see
+// statefile.go), or, when state.json is missing, of an earlier layout, or
+// no longer the file the store opened, writes state.json.tmp, fsyncs it,
+// renames it over state.json and fsyncs the directory. Messages that depend
+// on hs may be sent only after Save returns nil.
 //
 // Save refuses, with an error and without writing, a term lower than the
 // stored one, and a change of the vote already granted in the stored term
@@ -254,6 +256,14 @@ func (s *FileStore) Save(hs election.HardState) error {
 	if hs == s.hs {
 		return nil
 	}
+	if s.file != nil && !s.fileInPlace() {
+		// state.json was removed or replaced (its directory too, perhaps)
+		// since it was opened: a save to the open file would reach no file
+		// that a restart reads. Replace it whole, which fails if the
+		// directory is gone.
+		s.file.Close()
+		s.file = nil
+	}
 	if s.file != nil {
 		return saveInPlace(s.file, hs, func() { s.hs = hs })
 	}
@@ -266,6 +276,17 @@ func (s *FileStore) Save(hs election.HardState) error {
 		s.file = f
 	}
 	return nil
+}
+
+// fileInPlace reports whether state.json is still the file s.file holds
+// open (two stats, a few microseconds).
+func (s *FileStore) fileInPlace() bool {
+	open, err := s.file.Stat()
+	if err != nil {
+		return false
+	}
+	named, err := os.Stat(filepath.Join(s.dir, stateFileName))
+	return err == nil && os.SameFile(open, named)
 }
 
 // write replaces state.json with hs, in the two-block layout, atomically and

@@ -81,6 +81,38 @@ func TestStateFileSavesInPlace(t *testing.T) {
 	}
 }
 
+// TestStateFileNoticesRemoval: a save after state.json was removed writes a
+// new state.json that a restart reads, never only the unlinked file the
+// store still holds open; after its directory was removed, a save fails
+// (the agent must not send a vote that a restart would forget).
+func TestStateFileNoticesRemoval(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, stateFileName)
+	s := openTestStore(t, dir)
+	saveAll(t, s, election.HardState{Term: 1})
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	saveAll(t, s, election.HardState{Term: 2, VotedFor: "gw1"})
+	if hs, err := ReadState(dir); err != nil || hs != (election.HardState{Term: 2, VotedFor: "gw1"}) {
+		t.Fatalf("after removing state.json and saving: %+v, %v", hs, err)
+	}
+	saveAll(t, s, election.HardState{Term: 3})
+	if hs, err := ReadState(dir); err != nil || hs != (election.HardState{Term: 3}) {
+		t.Fatalf("the save after the recreation: %+v, %v", hs, err)
+	}
+
+	gone := filepath.Join(t.TempDir(), "state")
+	s = openTestStore(t, gone)
+	saveAll(t, s, election.HardState{Term: 1})
+	if err := os.RemoveAll(gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(election.HardState{Term: 2, VotedFor: "gw2"}); err == nil {
+		t.Fatal("a save after the state directory was removed returned nil")
+	}
+}
+
 // TestStateFileMigratesEarlierLayout: a state.json of one JSON object
 // (an earlier build's) is read, and the next save replaces it with the
 // two-block layout.
