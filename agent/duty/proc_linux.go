@@ -70,9 +70,11 @@ type dutyProc struct {
 	conn *net.UnixConn
 	sent time.Duration // the lease end last sent; supervise's goroutine only
 
-	mu   sync.Mutex
-	run  *dutyStart // the run; nil while a standby waits for one
-	dead bool       // a standby that exited before it was given a run
+	mu       sync.Mutex
+	run      *dutyStart      // the run; nil while a standby waits for one
+	dead     bool            // a standby that exited before it was given a run
+	letGo    bool            // a standby closed by the agent (close)
+	idleExit func(*dutyProc) // called when a standby exits idle, not let go
 }
 
 // spawnGuard starts the guard executable with args after dutyguard.Arg and
@@ -146,12 +148,12 @@ func startDutyProc(s dutyStart, now time.Duration) (*dutyProc, error) {
 // It runs in dir, writes to stdout and stderr (the duty's: the run's
 // command inherits them), is counted in wg until it exited, and waits for
 // activate, or for its connection to close (close).
-func startStandby(guard, label, dir string, stdout, stderr io.Writer, wg *sync.WaitGroup) (*dutyProc, error) {
+func startStandby(guard, label, dir string, stdout, stderr io.Writer, wg *sync.WaitGroup, idleExit func(*dutyProc)) (*dutyProc, error) {
 	cmd, conn, err := spawnGuard(guard, []string{dutyguard.Standby, "--label=" + label}, nil, dir, stdout, stderr)
 	if err != nil {
 		return nil, err
 	}
-	p := &dutyProc{guardPid: cmd.Process.Pid, done: make(chan struct{}), conn: conn}
+	p := &dutyProc{guardPid: cmd.Process.Pid, done: make(chan struct{}), conn: conn, idleExit: idleExit}
 	wg.Add(1)
 	go p.follow(cmd, wg)
 	return p, nil
@@ -192,6 +194,7 @@ func (p *dutyProc) close() {
 	p.mu.Lock()
 	idle := p.run == nil
 	p.dead = p.dead || idle
+	p.letGo = p.letGo || idle
 	p.mu.Unlock()
 	if idle {
 		p.conn.Close()
@@ -250,10 +253,14 @@ func (p *dutyProc) follow(cmd *exec.Cmd, wg *sync.WaitGroup) {
 	p.mu.Lock()
 	s := p.run
 	p.dead = p.dead || s == nil
+	idleExit := s == nil && !p.letGo
 	p.mu.Unlock()
 	werr := cmd.Wait()
 	if s == nil {
 		close(p.done) // a standby, given no run
+		if idleExit && p.idleExit != nil {
+			p.idleExit(p) // killed by someone: the agent starts another
+		}
 		return
 	}
 	if !reported {

@@ -74,7 +74,7 @@ func startDutyProc(s dutyStart, now time.Duration) (*dutyProc, error) {
 }
 
 // startStandby: there is no guard to start ahead of need (Duty.usesGuard).
-func startStandby(string, string, string, io.Writer, io.Writer, *sync.WaitGroup) (*dutyProc, error) {
+func startStandby(string, string, string, io.Writer, io.Writer, *sync.WaitGroup, func(*dutyProc)) (*dutyProc, error) {
 	return nil, errors.New("no duty guard without Linux")
 }
 

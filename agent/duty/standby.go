@@ -15,16 +15,24 @@ import (
 // docs/DESIGN-NOTES.md, "The duty guard").
 //
 // A standby holds nothing and starts nothing until it is given a run; if the
-// agent dies it sees its connection close and exits. One that exited while
-// idle (killed by someone) is found out when taken: that run starts a guard
-// of its own, as without a standby, and a new standby follows.
+// agent dies it sees its connection close and exits. One that exits while
+// idle (killed by someone: an operator, the OOM killer) is replaced, after
+// standbyDelay doubled for each such exit in a row (at most 25.6 s, so a
+// guard that cannot stay up costs a start every half minute, not a loop);
+// one found dead when taken, before its exit was seen, costs that run its
+// speed only: the run starts a guard of its own, as without a standby.
 type standbyGuard struct {
 	mu    sync.Mutex
 	open  bool
 	p     *dutyProc      // the guard ready for the next run; nil: none
 	timer *time.Timer    // a start of the next standby, when due
 	busy  sync.WaitGroup // refills in flight; added to only while open
+	exits int            // standbys that exited idle since one was taken
 }
+
+// maxStandbyShift bounds the back-off after idle exits: standbyDelay << 8
+// is 25.6 s.
+const maxStandbyShift = 8
 
 // standbyDelay is how long after a standby was taken its successor is
 // started: not at once, when the new leader's own guard is adding its
@@ -72,6 +80,9 @@ func (d *Duty) takeStandby() *dutyProc {
 	defer d.standby.mu.Unlock()
 	p := d.standby.p
 	d.standby.p = nil
+	if p != nil {
+		d.standby.exits = 0
+	}
 	if d.standby.open {
 		if d.standby.timer != nil {
 			d.standby.timer.Stop()
@@ -95,7 +106,7 @@ func (d *Duty) refillStandby() {
 		return
 	}
 	defer d.standby.busy.Done()
-	p, err := startStandby(d.cfg.GuardPath, d.host.ID+"/standby", d.cfg.Dir, d.cfg.Stdout, d.cfg.Stderr, &d.wg)
+	p, err := startStandby(d.cfg.GuardPath, d.host.ID+"/standby", d.cfg.Dir, d.cfg.Stdout, d.cfg.Stderr, &d.wg, d.standbyExited)
 	if err != nil {
 		// The run will start a guard of its own, and report why if that
 		// fails too.
@@ -111,4 +122,26 @@ func (d *Duty) refillStandby() {
 	if !keep {
 		p.close()
 	}
+}
+
+// standbyExited is called when the standby guard p exited while idle and
+// not let go by the agent: if it is still the one kept ready, another is
+// started after the back-off.
+func (d *Duty) standbyExited(p *dutyProc) {
+	d.standby.mu.Lock()
+	defer d.standby.mu.Unlock()
+	if d.standby.p != p {
+		return // taken by a run, or let go
+	}
+	d.standby.p = nil
+	if !d.standby.open {
+		return
+	}
+	d.standby.exits++
+	delay := standbyDelay << min(d.standby.exits, maxStandbyShift)
+	d.host.Log.Warn("standby duty guard exited while idle; starting another", "guard_pid", p.guardPid, "after", delay)
+	if d.standby.timer != nil {
+		d.standby.timer.Stop()
+	}
+	d.standby.timer = time.AfterFunc(delay, d.refillStandby)
 }

@@ -26,8 +26,9 @@ func (d *Duty) standbyPid() int {
 
 // TestStandbyGuardRunsTheNextRun: with Prepare, the guard of a run is
 // started ahead of it: the command's parent is the standby guard that was
-// waiting, a new standby is ready a moment later, and one that died while
-// idle costs nothing but its speed (the run starts a guard of its own).
+// waiting, a new standby is ready a moment later, one killed while idle is
+// replaced, and one found dead when taken costs nothing but its speed (the
+// run starts a guard of its own).
 // Once stop is called nothing of the duty is left: Wait returns and no
 // guard process remains.
 func TestStandbyGuardRunsTheNextRun(t *testing.T) {
@@ -70,28 +71,43 @@ func TestStandbyGuardRunsTheNextRun(t *testing.T) {
 		return second != 0 && second != first
 	})
 
-	// A standby that died while idle: the run starts its own guard.
+	// A standby killed while idle is replaced: the next run's parent is its
+	// successor.
 	if err := syscall.Kill(second, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "the killed standby to be seen gone", func() bool {
-		d.standby.mu.Lock()
-		defer d.standby.mu.Unlock()
-		p := d.standby.p
-		if p == nil {
-			return false
-		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.dead
-	})
-	if got := lead(2); got == second || got == first || got == 0 {
-		t.Fatalf("the command's parent is %d (standby guards %d, %d)", got, first, second)
-	}
 	third := 0
-	poll.Until(t, 10*time.Second, "a new standby guard", func() bool {
+	poll.Until(t, 10*time.Second, "the killed standby replaced", func() bool {
 		third = d.standbyPid()
 		return third != 0 && third != second
+	})
+	if got := lead(2); got != third {
+		t.Fatalf("the command's parent is %d, the standby guard that replaced the killed one was %d", got, third)
+	}
+
+	// A standby found dead when taken (its exit not seen yet): the run
+	// starts a guard of its own, and the standby's process is let go.
+	fourth := 0
+	poll.Until(t, 10*time.Second, "a new standby guard", func() bool {
+		fourth = d.standbyPid()
+		return fourth != 0 && fourth != third
+	})
+	d.standby.mu.Lock()
+	d.standby.p.mu.Lock()
+	d.standby.p.dead = true
+	d.standby.p.mu.Unlock()
+	d.standby.mu.Unlock()
+	if got := lead(3); got == fourth || got == third || got == 0 {
+		t.Fatalf("the command's parent is %d (standby guards %d, %d)", got, third, fourth)
+	}
+	poll.Until(t, 10*time.Second, "the standby taken dead to exit", func() bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(fourth) + "/stat")
+		return err != nil || strings.Contains(string(b), ") Z ")
+	})
+	last := 0
+	poll.Until(t, 10*time.Second, "a new standby guard", func() bool {
+		last = d.standbyPid()
+		return last != 0 && last != fourth
 	})
 
 	stop()
@@ -102,8 +118,8 @@ func TestStandbyGuardRunsTheNextRun(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wait did not return after stop")
 	}
-	if _, err := os.Stat("/proc/" + strconv.Itoa(third)); err == nil {
-		t.Fatalf("standby guard %d still there after stop and Wait", third)
+	if _, err := os.Stat("/proc/" + strconv.Itoa(last)); err == nil {
+		t.Fatalf("standby guard %d still there after stop and Wait", last)
 	}
 	if d.standbyPid() != 0 {
 		t.Fatal("a standby guard was started after stop")
