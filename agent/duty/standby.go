@@ -84,12 +84,18 @@ func (d *Duty) takeStandby() *dutyProc {
 		d.standby.exits = 0
 	}
 	if d.standby.open {
-		if d.standby.timer != nil {
-			d.standby.timer.Stop()
-		}
-		d.standby.timer = time.AfterFunc(standbyDelay, d.refillStandby)
+		d.refillAfter(standbyDelay)
 	}
 	return p
+}
+
+// refillAfter has refillStandby run after delay, in place of a start already
+// due. The caller holds d.standby.mu.
+func (d *Duty) refillAfter(delay time.Duration) {
+	if d.standby.timer != nil {
+		d.standby.timer.Stop()
+	}
+	d.standby.timer = time.AfterFunc(delay, d.refillStandby)
 }
 
 // refillStandby starts a standby guard unless one is ready or the agent
@@ -140,8 +146,5 @@ func (d *Duty) standbyExited(p *dutyProc) {
 	d.standby.exits++
 	delay := standbyDelay << min(d.standby.exits, maxStandbyShift)
 	d.host.Log.Warn("standby duty guard exited while idle; starting another", "guard_pid", p.guardPid, "after", delay)
-	if d.standby.timer != nil {
-		d.standby.timer.Stop()
-	}
-	d.standby.timer = time.AfterFunc(delay, d.refillStandby)
+	d.refillAfter(delay)
 }
