@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/edge"
@@ -81,6 +82,11 @@ type Config struct {
 	// are dropped (Duty is zero) and the agent warns at start. The same
 	// site config file can then serve every member, the witness included.
 	DutyIgnored bool
+	// ReadBatch is `edge-agent witness`'s --read-batch: how long the
+	// witness process lets messages gather in its connection's socket
+	// before it reads them (witness.Config.ReadBatch). Set by LoadWitness
+	// only (Load leaves it 0).
+	ReadBatch time.Duration
 }
 
 // Error is a mistake in the configuration (flags or file). Its message is

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edge-agent/edge-agent/config/configtest"
 )
@@ -110,10 +111,42 @@ func TestLoadWitness(t *testing.T) {
 		{append([]string{"--id", "wit", "--groups"}, base[:0]...), "--groups: needs a value"},
 		{append([]string{"--id", "gw1", "--groups", "a"}, base...), `id: "gw1" is not one of witnesses [wit]`},
 		{append([]string{"--id", "wit", "--groups", "a", "--heartbeat", "soon"}, base...), "--heartbeat"},
+		{append([]string{"--id", "wit", "--group", "a", "--read-batch", "soon"}, base...), `--read-batch: "soon" is not a duration`},
+		{append([]string{"--id", "wit", "--group", "a", "--read-batch=101ms"}, base...), "--read-batch: 101ms is outside 0..100ms"},
+		{append([]string{"--id", "wit", "--group", "a", "--read-batch", "-1ms"}, base...), "--read-batch: -1ms is outside"},
+		{append(append([]string{"--id", "wit"}, base...), "--read-batch"), "--read-batch: needs a value"},
 	} {
 		_, _, err := LoadWitness(c.args)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: %v, want one line with %q", c.args, err, c.want)
 		}
+	}
+}
+
+// --read-batch: heartbeat/200 and at most 5 ms by default, as given
+// otherwise (0 turns it off); run has no such flag.
+func TestLoadWitnessReadBatch(t *testing.T) {
+	base := []string{"--id", "wit", "--group", "site", "--members", "gw1=1,gw2=2,wit=3", "--witnesses", "wit", "--state-dir", t.TempDir(), "--nats-url", "nats://127.0.0.1:4222"}
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, 5 * time.Millisecond},
+		{[]string{"--heartbeat", "100ms"}, 500 * time.Microsecond},
+		{[]string{"--heartbeat", "10s"}, 5 * time.Millisecond},
+		{[]string{"--read-batch", "0"}, 0},
+		{[]string{"--read-batch=20ms", "--groups", "a,b"}, 20 * time.Millisecond},
+	} {
+		rc, _, err := LoadWitness(append(slices.Clone(base), c.args...))
+		if err != nil {
+			t.Errorf("%v: %v", c.args, err)
+			continue
+		}
+		if rc.ReadBatch != c.want {
+			t.Errorf("%v: read batch %s, want %s", c.args, rc.ReadBatch, c.want)
+		}
+	}
+	if _, err := Load(append(slices.Clone(base), "--read-batch", "1ms")); err == nil {
+		t.Error("run accepted --read-batch")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 )
 
 // LoadWitness builds the configuration of `edge-agent witness` from its
@@ -17,6 +18,14 @@ import (
 // embedded server. Errors are *Error, like Load's; -h/--help gives one that
 // wraps flag.ErrHelp.
 func LoadWitness(args []string) (*Config, []string, error) {
+	rb, args, err := readBatchFlag(args)
+	if err != nil {
+		return nil, nil, err
+	}
+	batch, err := time.ParseDuration(rb)
+	if rb != "" && err != nil {
+		return nil, nil, &Error{msg: fmt.Sprintf("--read-batch: %q is not a duration", rb)}
+	}
 	groups, rest, err := witnessGroups(args)
 	if err != nil {
 		return nil, nil, err
@@ -38,7 +47,39 @@ func LoadWitness(args []string) (*Config, []string, error) {
 	if c.EmbeddedNATS {
 		return nil, nil, &Error{Key: "nats.embedded", msg: "embedded_nats: a witness process connects to the NATS servers the groups use (nats.urls); for a witness that runs the site's own server, use edge-agent run"}
 	}
+	c.ReadBatch = DefaultReadBatch(c.Agent.Heartbeat)
+	if rb != "" {
+		if tick := c.Agent.Tick(); batch < 0 || batch > tick {
+			return nil, nil, &Error{msg: fmt.Sprintf("--read-batch: %s is outside 0..%s (one tick, heartbeat/10)", batch, tick)}
+		}
+		c.ReadBatch = batch
+	}
 	return c, groups, nil
+}
+
+// DefaultReadBatch is --read-batch's default for heartbeat period h:
+// h/200, at most 5 ms (5 ms at the default 1 s; 0.5 ms at 100 ms).
+func DefaultReadBatch(h time.Duration) time.Duration { return min(h/200, 5*time.Millisecond) }
+
+// readBatchFlag takes --read-batch out of args, returning its value ("":
+// not given) and the other arguments.
+func readBatchFlag(args []string) (val string, rest []string, err error) {
+	for i := 0; i < len(args); i++ {
+		name, v, hasVal := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !strings.HasPrefix(args[i], "-") || name != "read-batch" {
+			rest = append(rest, args[i])
+			continue
+		}
+		if !hasVal {
+			if i+1 == len(args) {
+				return "", nil, &Error{msg: "--read-batch: needs a value"}
+			}
+			i++
+			v = args[i]
+		}
+		val = v
+	}
+	return val, rest, nil
 }
 
 // WitnessUsage writes the flags of `edge-agent witness` and their help to
@@ -48,6 +89,11 @@ func WitnessUsage(w io.Writer) {
     	the groups to serve as their witness (default: the config's group)
   --groups-file FILE
     	the groups to serve, one per line (# starts a comment)
+  --read-batch DURATION
+    	let messages gather this long in the connection's socket before reading
+    	them, 0 to read each at once (default heartbeat/200, at most 5ms; at
+    	most heartbeat/10): fewer wake-ups for many groups, each message up to
+    	this much later
 
 The config is the member's, as for run, the same for every group but the group:
 its id must be one of its witnesses; each group's term and vote are kept in

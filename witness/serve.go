@@ -45,6 +45,7 @@ func Serve(ctx context.Context, rc *config.Config, groups []string, log *slog.Lo
 	// (a second process with the same id connects on its own connection,
 	// so it is still heard).
 	opts := append(bus.NATSOptions(ConnName(rc.Agent.ID)), nats.NoEcho())
+	opts = append(opts, edge.ReadBatch(rc.ReadBatch)...)
 	nc, err := nats.Connect(strings.Join(rc.NATSURLs, ","), append(opts, clientOpts...)...)
 	if err != nil {
 		return fmt.Errorf("connect to NATS %s: %w", strings.Join(edge.RedactURLs(rc.NATSURLs), ","), err)

@@ -35,6 +35,7 @@ func witnessScale(args []string) error {
 	bin := fs.String("bin", "", "the edge-agent binary (default: build this tree's)")
 	perID := fs.Int("conns", 8, "connections per gateway id that the simulated gateways share (0: one per gateway)")
 	jsonPath := fs.String("json", "", "write the series here")
+	extra := fs.String("witness-flags", "", "more flags of the witness process, space-separated (e.g. \"--read-batch 0\")")
 	_ = fs.Parse(args)
 	began := time.Now()
 
@@ -61,7 +62,7 @@ func witnessScale(args []string) error {
 	for i := range names {
 		names[i] = fmt.Sprintf("site%04d", i)
 	}
-	w, httpAddr, err := startWitnessProcess(*bin, dir, url, names, *hb)
+	w, httpAddr, err := startWitnessProcess(*bin, dir, url, names, *hb, strings.Fields(*extra))
 	if err != nil {
 		return err
 	}
@@ -138,6 +139,9 @@ func witnessScale(args []string) error {
 	}
 	settings := fmt.Sprintf("1 edge-agent witness process serving %d groups of 2 gateways + the witness; the %d gateway agents in another process (%s), 1 nats-server in a third; H=%s, k=3, checked every 1 s for %s",
 		len(gs), 2*len(gs), shared, *hb, *window)
+	if *extra != "" {
+		settings += "; witness flags " + *extra
+	}
 	note := fmt.Sprintf("all %d pairs elected a gateway and the witness named it %.1f s after the first gateway started (%.1f s to start them); %d pairs changed leader or term during the window; at the end the witness named a leader in %d of %d groups, %d failed",
 		len(gs), elected.Seconds(), started.Seconds(), changes, s.Led, s.Groups, len(s.Failed))
 	if worst != "" {
@@ -163,7 +167,7 @@ func witnessScale(args []string) error {
 // startWitnessProcess starts `edge-agent witness` for groups, the witness
 // member w of each (gw1, gw2, w), and waits until it is connected. It
 // returns the process and its HTTP address.
-func startWitnessProcess(bin, dir, url string, groups []string, hb time.Duration) (*exec.Cmd, string, error) {
+func startWitnessProcess(bin, dir, url string, groups []string, hb time.Duration, extra []string) (*exec.Cmd, string, error) {
 	ports, err := harness.FreePorts(1)
 	if err != nil {
 		return nil, "", err
@@ -193,7 +197,7 @@ log_level: warn
 	if err != nil {
 		return nil, "", err
 	}
-	cmd := exec.Command(bin, "witness", "--config", cfgFile, "--groups-file", groupsFile)
+	cmd := exec.Command(bin, append([]string{"witness", "--config", cfgFile, "--groups-file", groupsFile}, extra...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, "", err
