@@ -25,6 +25,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/bus"
@@ -48,7 +49,8 @@ type Config struct {
 	// traffic uses. The host does not close it.
 	Conn *nats.Conn
 	// Registry receives every group's metrics, labelled by group, and the
-	// host's own (edge_witness_*). Nil: a registry of the host's own.
+	// host's own (edge_witness_*). Nil: a registry of the host's own, with
+	// the process's Go runtime and process collectors.
 	Registry *prometheus.Registry
 	// Log is the host's logger; each group's agent logs with its group.
 	Log *slog.Logger
@@ -109,7 +111,11 @@ func New(c Config) (*Host, error) {
 	}
 	h := &Host{c: c, reg: c.Registry, groups: slices.Clone(c.Groups), agents: map[string]*agent.Agent{}, failed: map[string]error{}}
 	if h.reg == nil {
+		// The process's own: its Go runtime and process series (go_*,
+		// process_*: the witness box's CPU, memory and GOMAXPROCS), as run
+		// serves them.
 		h.reg = prometheus.NewRegistry()
+		h.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	h.running = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "edge_witness_groups", Help: "Groups this witness process serves."})

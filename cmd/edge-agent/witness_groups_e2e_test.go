@@ -220,6 +220,16 @@ func TestE2EWitnessGroups(t *testing.T) {
 	if code, _ := httpGet(t, "http://"+w.addr+"/status?group=west"); code != 404 {
 		t.Errorf("witness /status?group=west (not served): %d, want 404", code)
 	}
+	// A witness runs on one processor unless GOMAXPROCS says otherwise.
+	if code, body := httpGet(t, "http://"+w.addr+"/metrics"); code != 200 || !strings.Contains(body, "\ngo_sched_gomaxprocs_threads 1\n") {
+		line := ""
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "go_sched_gomaxprocs") {
+				line = l
+			}
+		}
+		t.Errorf("witness /metrics: %d, GOMAXPROCS line %q, want go_sched_gomaxprocs_threads 1", code, line)
+	}
 
 	// SIGKILL of south's leader: gw1 or gw2 alone is no quorum of three;
 	// with the witness's vote the other gateway leads.
