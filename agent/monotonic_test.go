@@ -96,6 +96,10 @@ var allowedClockUse = map[string]string{
 	"bus/periodic.go: loop: time.Until":        "monotonic: the next run carries a monotonic reading",
 	"bus/transport.go: Send: time.Now":         "the instant a message's level is read at: ages by Sub, monotonic",
 	"bus/transport.go: handle: time.Now":       "when a member was heard: ages by Sub, monotonic",
+	// A witness's connection reads at most every --read-batch: the time
+	// since its last read, on readings that carry a monotonic clock.
+	"edge/readbatch.go: Read: time.Now":   "when the last read returned: compared by Since, monotonic",
+	"edge/readbatch.go: Read: time.Since": "the time since the last read: monotonic",
 	// The duty guard logs how long removing a virtual IP took.
 	"edge/dutyguard/vip_linux.go: removeVIPs: time.Now":   "the start of a removal, for the log line",
 	"edge/dutyguard/vip_linux.go: removeVIPs: time.Since": "how long the removal took, for the log line: monotonic",
