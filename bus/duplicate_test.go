@@ -1,12 +1,16 @@
 package bus_test
 
 import (
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/bus"
 )
 
@@ -31,6 +35,7 @@ func TestInstanceAnnouncementsFindADuplicate(t *testing.T) {
 	s := startNATSTestServer(t)
 	members := []string{"gw1", "gw2"}
 	hooks := map[string]*hookLog{}
+	conns := map[string]*nats.Conn{}
 	start := func(self, inst string, echo bool) *dupLog {
 		opts := []nats.Option{nats.NoEcho()}
 		if echo {
@@ -39,7 +44,8 @@ func TestInstanceAnnouncementsFindADuplicate(t *testing.T) {
 		d := &dupLog{}
 		hl := newHookLog()
 		hooks[inst] = hl
-		tr, err := bus.NewNATSTransport(connectNATSTest(t, s, opts...), bus.NATSTransportConfig{Group: "g", Self: self, Members: members,
+		conns[inst] = connectNATSTest(t, s, opts...)
+		tr, err := bus.NewNATSTransport(conns[inst], bus.NATSTransportConfig{Group: "g", Self: self, Members: members,
 			Hooks: hl.hooks(), Heartbeat: 20 * time.Millisecond, Instance: inst, OnDuplicate: d.add})
 		if err != nil {
 			t.Fatal(err)
@@ -49,8 +55,19 @@ func TestInstanceAnnouncementsFindADuplicate(t *testing.T) {
 	}
 	alone := start("gw1", "hostA/1/aa", true) // echoes: hears its own announcements
 	other := start("gw2", "hostB/2/bb", false)
-	// Long enough for many announcements each way.
-	<-time.After(200 * time.Millisecond) // the period under test: announcements every 20 ms
+	// Until its own announcements came back to its connection (where its
+	// transport receives them) five times.
+	var echoed atomic.Int32
+	own, err := conns["hostA/1/aa"].Subscribe(wire.DirectSubject(agent.DefaultSubjectPrefix, "g", "gw1", "gw1"), func(m *nats.Msg) {
+		if strings.Contains(string(m.Data), "hostA/1/aa") {
+			echoed.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, natsTestWait, "gw1's own announcements echoed five times", func() bool { return echoed.Load() >= 5 })
+	_ = own.Unsubscribe()
 	if got := alone.list(); len(got) != 0 {
 		t.Fatalf("a transport alone reported duplicates %v", got)
 	}
