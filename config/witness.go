@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -18,17 +19,18 @@ import (
 // embedded server. Errors are *Error, like Load's; -h/--help gives one that
 // wraps flag.ErrHelp.
 func LoadWitness(args []string) (*Config, []string, error) {
-	rb, args, err := readBatchFlag(args)
+	flags, rest, err := takeFlags(args, "groups", "groups-file", "read-batch")
 	if err != nil {
 		return nil, nil, err
 	}
+	groups, err := witnessGroups(flags["groups"], flags["groups-file"])
+	if err != nil {
+		return nil, nil, err
+	}
+	rb := flags["read-batch"]
 	batch, err := time.ParseDuration(rb)
 	if rb != "" && err != nil {
 		return nil, nil, &Error{msg: fmt.Sprintf("--read-batch: %q is not a duration", rb)}
-	}
-	groups, rest, err := witnessGroups(args)
-	if err != nil {
-		return nil, nil, err
 	}
 	if len(groups) > 0 {
 		// The config's group is a template; each served group replaces it.
@@ -61,27 +63,6 @@ func LoadWitness(args []string) (*Config, []string, error) {
 // h/200, at most 5 ms (5 ms at the default 1 s; 0.5 ms at 100 ms).
 func DefaultReadBatch(h time.Duration) time.Duration { return min(h/200, 5*time.Millisecond) }
 
-// readBatchFlag takes --read-batch out of args, returning its value ("":
-// not given) and the other arguments.
-func readBatchFlag(args []string) (val string, rest []string, err error) {
-	for i := 0; i < len(args); i++ {
-		name, v, hasVal := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
-		if !strings.HasPrefix(args[i], "-") || name != "read-batch" {
-			rest = append(rest, args[i])
-			continue
-		}
-		if !hasVal {
-			if i+1 == len(args) {
-				return "", nil, &Error{msg: "--read-batch: needs a value"}
-			}
-			i++
-			v = args[i]
-		}
-		val = v
-	}
-	return val, rest, nil
-}
-
 // WitnessUsage writes the flags of `edge-agent witness` and their help to
 // w: its own, then run's.
 func WitnessUsage(w io.Writer) {
@@ -103,17 +84,18 @@ state_dir/GROUP. Every other run flag applies:
 	Usage(w)
 }
 
-// witnessGroups takes --groups and --groups-file out of args, returning
-// the groups they name (in order, each once) and the other arguments.
-func witnessGroups(args []string) (groups, rest []string, err error) {
-	var list, file string
+// takeFlags takes the flags names (--NAME VALUE or --NAME=VALUE, one or
+// two dashes) out of args, returning the last value given of each and the
+// other arguments. -h or --help gives an error wrapping flag.ErrHelp.
+func takeFlags(args []string, names ...string) (vals map[string]string, rest []string, err error) {
+	vals = map[string]string{}
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
 		if arg == "-h" || arg == "--help" || arg == "-help" {
 			return nil, nil, &Error{msg: "witness: help requested", err: flag.ErrHelp}
 		}
 		name, val, hasVal := strings.Cut(strings.TrimLeft(arg, "-"), "=")
-		if !strings.HasPrefix(arg, "-") || (name != "groups" && name != "groups-file") {
+		if !strings.HasPrefix(arg, "-") || !slices.Contains(names, name) {
 			rest = append(rest, arg)
 			continue
 		}
@@ -124,14 +106,16 @@ func witnessGroups(args []string) (groups, rest []string, err error) {
 			i++
 			val = args[i]
 		}
-		if name == "groups" {
-			list = val
-		} else {
-			file = val
-		}
+		vals[name] = val
 	}
+	return vals, rest, nil
+}
+
+// witnessGroups returns the groups that --groups (list) or --groups-file
+// (file) name, in order, each once; none when neither is given.
+func witnessGroups(list, file string) (groups []string, err error) {
 	if list != "" && file != "" {
-		return nil, nil, &Error{msg: "--groups and --groups-file: give one of them"}
+		return nil, &Error{msg: "--groups and --groups-file: give one of them"}
 	}
 	if list != "" {
 		for g := range strings.SplitSeq(list, ",") {
@@ -140,22 +124,22 @@ func witnessGroups(args []string) (groups, rest []string, err error) {
 			}
 		}
 		if len(groups) == 0 {
-			return nil, nil, &Error{msg: "--groups: give at least one group"}
+			return nil, &Error{msg: "--groups: give at least one group"}
 		}
 	}
 	if file != "" {
 		if groups, err = readGroupsFile(file); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	seen := map[string]bool{}
 	for _, g := range groups {
 		if seen[g] {
-			return nil, nil, &Error{msg: fmt.Sprintf("groups: group %q is listed twice", g)}
+			return nil, &Error{msg: fmt.Sprintf("groups: group %q is listed twice", g)}
 		}
 		seen[g] = true
 	}
-	return groups, rest, nil
+	return groups, nil
 }
 
 // readGroupsFile reads one group name per line; blank lines and what

@@ -21,8 +21,8 @@ import (
 // a vote or an acknowledgement leaves up to that much later. Arrival times
 // only ever move later, which makes a member back a leader (or refuse to
 // vote) a little longer, never shorter, so it is a network delay like any
-// other for the election's safety. docs/DESIGN-NOTES.md ("Witness read
-// batching") has the figures.
+// other for the election's safety. docs/DESIGN-NOTES.md ("One witness
+// process for many groups", reads in batches) has the figures.
 
 // pacedDialer dials connections that read at most once every d
 // (pacedConn). d must be positive.

@@ -152,8 +152,8 @@ func cmdWitness(args []string, stdout, stderr io.Writer) int {
 	if os.Getenv("GOMAXPROCS") == "" {
 		// One processor unless the operator gives more: a witness's work
 		// is many small wake-ups, and with one P none of them wakes a
-		// second thread to hand a message on (about a sixth less CPU at
-		// 1,000 pairs, docs/DESIGN-NOTES.md).
+		// second thread to hand a message on (13% of a core against
+		// 16-17% at 1,000 pairs, docs/DESIGN-NOTES.md).
 		runtime.GOMAXPROCS(1)
 	}
 	rc, groups, err := config.LoadWitness(args)
