@@ -171,6 +171,7 @@ type outputs struct {
 	history  leaderHistory      // the last leader changes, for status
 	dutyHook func(running bool) // WithDutyHook
 	sparse   bool               // WithSparseMetrics
+	fam      *MetricFamilies    // WithMetricFamilies, or the registry's own
 }
 
 // leaderWork is what runs while this agent leads (leaderwork.go, duty.go).
@@ -229,8 +230,11 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	if a.out.reg == nil {
 		a.out.reg = prometheus.NewRegistry()
 	}
-	a.m = newMetrics(a.out.reg, a.out.ownReg, a.out.sparse, cfg.Group, a.out.version)
-	a.core.algGuard = newAlgorithmGuard(cfg.Algorithm, groupRegisterer(a.out.reg, cfg.Group))
+	if a.out.fam == nil {
+		a.out.fam = NewMetricFamilies(a.out.reg)
+	}
+	a.m = newMetrics(a.out.fam, a.out.reg, a.out.ownReg, a.out.sparse, cfg.Group, a.out.version)
+	a.core.algGuard = newAlgorithmGuard(cfg.Algorithm, a.series())
 	if a.store == nil {
 		s, err := OpenFileStore(cfg.StateDir)
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/edge-agent/edge-agent/election"
 )
@@ -78,10 +77,10 @@ type algorithmGuard struct {
 
 // newAlgorithmGuard returns the guard of an agent running ours; it registers
 // edge_election_algorithm_mismatch_members on reg.
-func newAlgorithmGuard(ours string, reg prometheus.Registerer) *algorithmGuard {
+func newAlgorithmGuard(ours string, f groupSeries) *algorithmGuard {
 	return &algorithmGuard{
 		ours: ours,
-		gauge: promauto.With(reg).NewGauge(prometheus.GaugeOpts{
+		gauge: f.gauge(prometheus.GaugeOpts{
 			Name: "edge_election_algorithm_mismatch_members",
 			Help: "Members refused because their messages show another election algorithm than this agent's.",
 		}),

@@ -27,7 +27,7 @@ func TestMessageAlgorithm(t *testing.T) {
 
 func TestAlgorithmGuardRefusesOtherAlgorithm(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	g := newAlgorithmGuard(AlgorithmBully, reg)
+	g := newAlgorithmGuard(AlgorithmBully, groupSeries{NewMetricFamilies(reg), "site"})
 	now := time.Unix(1000, 0)
 	// Shared and own traffic passes.
 	for _, m := range []election.Message{

@@ -35,7 +35,7 @@ var metricNamePattern = regexp.MustCompile(`\bedge_election_[a-z0-9_]+`)
 func agentMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	m := newMetrics(reg, false, false, "site", "")
+	m := newMetrics(NewMetricFamilies(reg), reg, false, false, "site", "")
 	// Vectors without a child are not gathered: give each one.
 	m.leaderInfo.WithLabelValues("x")
 	m.stepDowns.WithLabelValues("x")

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/edge-agent/edge-agent/agent/ratelimit"
 	"github.com/edge-agent/edge-agent/agent/wire"
@@ -126,14 +125,14 @@ type maintenance struct {
 const DuplicateHold = 2
 
 func (a *Agent) initMaintenance() error {
-	f := promauto.With(groupRegisterer(a.out.reg, a.cfg.Group))
-	a.maint.drainedGauge = f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_drained",
+	f := a.series()
+	a.maint.drainedGauge = f.gauge(prometheus.GaugeOpts{Name: "edge_election_drained",
 		Help: "1 while this member is drained (edge-agent drain): it never stands for election."})
-	a.maint.dupGauge = f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_duplicate_id",
+	a.maint.dupGauge = f.gauge(prometheus.GaugeOpts{Name: "edge_election_duplicate_id",
 		Help: "1 while another process speaks with this member's id: this one stands aside (no vote, no acknowledgement, never leads)."})
-	a.maint.dupTotal = f.NewCounter(prometheus.CounterOpts{Name: "edge_election_duplicate_id_total",
+	a.maint.dupTotal = f.counter(prometheus.CounterOpts{Name: "edge_election_duplicate_id_total",
 		Help: "Announcements heard from another process with this member's id."})
-	witness := f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_witness",
+	witness := f.gauge(prometheus.GaugeOpts{Name: "edge_election_witness",
 		Help: "1 when this member is a witness (witnesses): it votes and acknowledges heartbeats but never leads."})
 	boolGauge(witness, a.cfg.IsWitness(a.cfg.ID))
 	// One ERROR per D while the duplicate speaks (the first at once).

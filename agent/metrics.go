@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/election"
@@ -33,7 +32,7 @@ type metrics struct {
 	fastSuspicions prometheus.Counter
 
 	controlRequests  *prometheus.CounterVec
-	electionDuration *prometheus.HistogramVec
+	electionDuration prometheus.ObserverVec
 	dutyRestarts     prometheus.Counter
 	dutyRunning      prometheus.Gauge
 	protocol         *prometheus.GaugeVec
@@ -76,58 +75,56 @@ var badReasons = []string{
 // With sparse, a labelled series exists only from its first increment: a
 // witness process serving a thousand groups (package witness) would
 // otherwise hold a hundred zero series for each.
-func newMetrics(reg prometheus.Registerer, withRuntime, sparse bool, group, version string) *metrics {
-	runtimeReg := reg
-	reg = groupRegisterer(reg, group)
-	f := promauto.With(reg)
+func newMetrics(fam *MetricFamilies, runtimeReg prometheus.Registerer, withRuntime, sparse bool, group, version string) *metrics {
+	f := groupSeries{fam, group}
 	m := &metrics{
-		isLeader: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_is_leader",
+		isLeader: f.gauge(prometheus.GaugeOpts{Name: "edge_election_is_leader",
 			Help: "1 while this agent leads its group with a valid lease, else 0."}),
-		term: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_term",
+		term: f.gauge(prometheus.GaugeOpts{Name: "edge_election_term",
 			Help: "Current election term (the leader's fencing token)."}),
-		leaderInfo: f.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_election_leader",
-			Help: "1 for the member this agent currently follows or is."}, []string{"leader"}),
-		leaderChanges: f.NewCounter(prometheus.CounterOpts{Name: "edge_election_leader_changes_total",
+		leaderInfo: f.gaugeVec(prometheus.GaugeOpts{Name: "edge_election_leader",
+			Help: "1 for the member this agent currently follows or is."}, []string{"leader"}...),
+		leaderChanges: f.counter(prometheus.CounterOpts{Name: "edge_election_leader_changes_total",
 			Help: "Times the known leader changed (including to none)."}),
-		elections: f.NewCounterVec(prometheus.CounterOpts{Name: "edge_election_elections_total",
-			Help: "Elections this agent stood in, by result."}, []string{"result"}),
-		stepDowns: f.NewCounterVec(prometheus.CounterOpts{Name: "edge_election_step_downs_total",
-			Help: "Times this agent stopped leading, by reason."}, []string{"reason"}),
-		messages: f.NewCounterVec(prometheus.CounterOpts{Name: "edge_election_messages_total",
-			Help: "Election messages by type and direction (in, out)."}, []string{"type", "direction"}),
-		bad: f.NewCounterVec(prometheus.CounterOpts{Name: "edge_election_bad_messages_total",
-			Help: "Inbound messages dropped without effect, by reason."}, []string{"reason"}),
-		quorumLive: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_quorum_live",
+		elections: f.counterVec(prometheus.CounterOpts{Name: "edge_election_elections_total",
+			Help: "Elections this agent stood in, by result."}, []string{"result"}...),
+		stepDowns: f.counterVec(prometheus.CounterOpts{Name: "edge_election_step_downs_total",
+			Help: "Times this agent stopped leading, by reason."}, []string{"reason"}...),
+		messages: f.counterVec(prometheus.CounterOpts{Name: "edge_election_messages_total",
+			Help: "Election messages by type and direction (in, out)."}, []string{"type", "direction"}...),
+		bad: f.counterVec(prometheus.CounterOpts{Name: "edge_election_bad_messages_total",
+			Help: "Inbound messages dropped without effect, by reason."}, []string{"reason"}...),
+		quorumLive: f.gauge(prometheus.GaugeOpts{Name: "edge_election_quorum_live",
 			Help: "Members this agent believes alive, itself included."}),
-		quorumOK: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_quorum_ok",
+		quorumOK: f.gauge(prometheus.GaugeOpts{Name: "edge_election_quorum_ok",
 			Help: "1 when the live members are at least a quorum."}),
-		natsConnected: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_nats_connected",
+		natsConnected: f.gauge(prometheus.GaugeOpts{Name: "edge_election_nats_connected",
 			Help: "1 while the NATS connection is up."}),
-		persistErrors: f.NewCounter(prometheus.CounterOpts{Name: "edge_election_persist_errors_total",
+		persistErrors: f.counter(prometheus.CounterOpts{Name: "edge_election_persist_errors_total",
 			Help: "Failures to persist the term and vote (the agent stops on one)."}),
-		persistSeconds: f.NewHistogram(prometheus.HistogramOpts{Name: "edge_election_persist_duration_seconds",
+		persistSeconds: f.histogram(prometheus.HistogramOpts{Name: "edge_election_persist_duration_seconds",
 			Help:    "Time to persist a changed term and vote durably (write, fsync); nothing of an election step leaves before it.",
 			Buckets: persistBuckets}),
-		fastSuspicions: f.NewCounter(prometheus.CounterOpts{Name: "edge_election_fast_suspicions_total",
+		fastSuspicions: f.counter(prometheus.CounterOpts{Name: "edge_election_fast_suspicions_total",
 			Help: "Elections started at once because the server reported the leader's connection closed."}),
-		electionDuration: f.NewHistogramVec(prometheus.HistogramOpts{Name: "edge_election_election_duration_seconds",
+		electionDuration: f.histogramVec(prometheus.HistogramOpts{Name: "edge_election_election_duration_seconds",
 			Help:    "Time from this agent standing for election (proclaiming) until it won or failed, by result.",
-			Buckets: electionBuckets}, []string{"result"}),
-		controlRequests: f.NewCounterVec(prometheus.CounterOpts{Name: "edge_election_control_requests_total",
-			Help: "Control requests (status, resign, transfer) by verb and result: ok, or why they were refused."}, []string{"verb", "result"}),
-		dutyRestarts: f.NewCounter(prometheus.CounterOpts{Name: "edge_election_duty_restarts_total",
+			Buckets: electionBuckets}, []string{"result"}...),
+		controlRequests: f.counterVec(prometheus.CounterOpts{Name: "edge_election_control_requests_total",
+			Help: "Control requests (status, resign, transfer) by verb and result: ok, or why they were refused."}, []string{"verb", "result"}...),
+		dutyRestarts: f.counter(prometheus.CounterOpts{Name: "edge_election_duty_restarts_total",
 			Help: "Times the leader duty command was started again while this agent kept leading."}),
-		dutyRunning: f.NewGauge(prometheus.GaugeOpts{Name: "edge_election_duty_running",
+		dutyRunning: f.gauge(prometheus.GaugeOpts{Name: "edge_election_duty_running",
 			Help: "1 while this agent's leader duty command runs."}),
-		buildInfo: f.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_election_build_info",
-			Help: "Always 1: the agent's version and the highest protocol version it speaks (docs/PROTOCOL.md), as labels."}, []string{"version", "protocol"}),
+		buildInfo: f.gaugeVec(prometheus.GaugeOpts{Name: "edge_election_build_info",
+			Help: "Always 1: the agent's version and the highest protocol version it speaks (docs/PROTOCOL.md), as labels."}, []string{"version", "protocol"}...),
 	}
 	if version == "" {
 		version = "unknown"
 	}
 	m.buildInfo.WithLabelValues(version, strconv.Itoa(wire.ProtocolMax)).Set(1)
-	m.protocol = f.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_election_protocol_version",
-		Help: "Protocol version: scope=build, the highest this build speaks; scope=site, the highest every member speaks (lower while a member runs an older build or is down)."}, []string{"scope"})
+	m.protocol = f.gaugeVec(prometheus.GaugeOpts{Name: "edge_election_protocol_version",
+		Help: "Protocol version: scope=build, the highest this build speaks; scope=site, the highest every member speaks (lower while a member runs an older build or is down)."}, []string{"scope"}...)
 	m.protocol.WithLabelValues("build").Set(wire.ProtocolMax)
 	m.protocol.WithLabelValues("site").Set(wire.ProtocolMax)
 	if withRuntime {
@@ -166,11 +163,8 @@ func (m *metrics) declare() {
 	}
 }
 
-// groupRegisterer registers on reg with the label group=group added to
-// every series.
-func groupRegisterer(reg prometheus.Registerer, group string) prometheus.Registerer {
-	return prometheus.WrapRegistererWith(prometheus.Labels{"group": group}, reg)
-}
+// series makes the agent's series in its families, labelled with its group.
+func (a *Agent) series() groupSeries { return groupSeries{a.out.fam, a.cfg.Group} }
 
 // messageTypes returns the wire name of every election message type, in
 // the election package's order: the values of messages_total's type label.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,7 +115,7 @@ func labelOf(m *dto.Metric, name string) string {
 func TestSparseMetrics(t *testing.T) {
 	series := func(sparse bool, count func(*metrics)) (total int, bad float64) {
 		reg := prometheus.NewRegistry()
-		m := newMetrics(reg, false, sparse, "site", "")
+		m := newMetrics(NewMetricFamilies(reg), reg, false, sparse, "site", "")
 		count(m)
 		mfs, err := reg.Gather()
 		if err != nil {
@@ -138,5 +139,83 @@ func TestSparseMetrics(t *testing.T) {
 	n, bad := series(true, func(m *metrics) { m.badMessage("malformed"); m.badMessage("malformed") })
 	if n != sparse+1 || bad != 2 {
 		t.Errorf("sparse after two malformed messages: %d series (want %d), %v counted (want 2)", n, sparse+1, bad)
+	}
+}
+
+// seriesOf returns every series gathered from g as "name{labels} value"
+// (a histogram's value: its count and sum), sorted.
+func seriesOf(t *testing.T, g prometheus.Gatherer) []string {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, lp := range m.GetLabel() {
+				labels = append(labels, lp.GetName()+"="+lp.GetValue())
+			}
+			v := fmt.Sprint(m.GetGauge().GetValue() + m.GetCounter().GetValue())
+			if h := m.GetHistogram(); h != nil {
+				v = fmt.Sprint(h.GetSampleCount(), h.GetSampleSum())
+			}
+			out = append(out, mf.GetName()+"{"+strings.Join(labels, ",")+"} "+v)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The agents of many groups on one registry (a witness process) share one
+// family per name, and a scrape shows exactly the series that each group's
+// agent on a registry of its own shows, each with its group label.
+func TestGroupsShareMetricFamilies(t *testing.T) {
+	use := func(m *metrics, group string) {
+		m.message(election.MsgHeartbeat, "in")
+		m.badMessage("malformed")
+		m.control("status", "ok")
+		m.setLeader("", "gw-"+group)
+		m.persistSeconds.Observe(0.002)
+		m.electionStarted(time.Second)
+		m.electionEnded("won", 2*time.Second)
+		m.term.Set(float64(len(group)))
+	}
+	groups := []string{"site-a", "site-bb", "site-ccc"}
+	shared := prometheus.NewRegistry()
+	fam := NewMetricFamilies(shared)
+	var want []string
+	for i, g := range groups {
+		own := prometheus.NewRegistry()
+		use(newMetrics(NewMetricFamilies(own), own, false, i == 0, g, "v1"), g)
+		want = append(want, seriesOf(t, own)...)
+		f := fam
+		if i == 2 {
+			// A second set of families on the same registry finds the
+			// first one's registrations.
+			f = NewMetricFamilies(shared)
+		}
+		use(newMetrics(f, shared, false, i == 0, g, "v1"), g)
+	}
+	slices.Sort(want)
+	got := seriesOf(t, shared)
+	if !slices.Equal(got, want) {
+		t.Fatalf("shared registry's series differ from the groups' own:\n got %d: %q\nwant %d: %q", len(got), got, len(want), want)
+	}
+	mfs, err := shared.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := prometheus.NewRegistry()
+	use(newMetrics(NewMetricFamilies(own), own, false, false, "x", "v1"), "x")
+	ownFamilies, _ := own.Gather()
+	if len(mfs) != len(ownFamilies) {
+		t.Errorf("%d families for %d groups, one group alone has %d", len(mfs), len(groups), len(ownFamilies))
+	}
+	for _, s := range got {
+		if !strings.Contains(s, "group=site-") {
+			t.Errorf("series without its group: %s", s)
+		}
 	}
 }

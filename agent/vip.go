@@ -4,7 +4,6 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/edge-agent/edge-agent/agent/duty"
 )
@@ -31,10 +30,10 @@ func (a *Agent) attachVIP(h *duty.Host, vips []VIP) {
 	if len(vips) == 0 {
 		return
 	}
-	f := promauto.With(groupRegisterer(a.out.reg, a.cfg.Group))
-	held := f.NewGaugeVec(prometheus.GaugeOpts{Name: "edge_election_vip_held",
-		Help: "1 while this gateway holds the virtual IP (leader.vip) on its interface."}, []string{"address"})
-	announced := f.NewCounter(prometheus.CounterOpts{Name: "edge_election_vip_announcements_total",
+	f := a.series()
+	held := f.gaugeVec(prometheus.GaugeOpts{Name: "edge_election_vip_held",
+		Help: "1 while this gateway holds the virtual IP (leader.vip) on its interface."}, "address")
+	announced := f.counter(prometheus.CounterOpts{Name: "edge_election_vip_announcements_total",
 		Help: "Gratuitous ARPs and unsolicited neighbour advertisements sent for the virtual IPs."})
 	for _, v := range vips {
 		held.WithLabelValues(v.Prefix.String())

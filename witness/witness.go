@@ -133,10 +133,12 @@ func New(c Config) (*Host, error) {
 		return nil, fmt.Errorf("witness: metrics: %w", err)
 	}
 	shared := bus.NewShared(c.Conn, c.Log)
+	// One family per metric name for every group (agent.MetricFamilies).
+	fam := agent.NewMetricFamilies(h.reg)
 	for _, cfg := range cfgs {
 		opts := []agent.Option{
 			agent.WithLogger(c.Log), agent.WithVersion(c.Version), agent.WithRegistry(h.reg),
-			agent.WithSparseMetrics(), bus.WithNATS(c.Conn, bus.InboxSize(InboxSize), bus.SharedConn(shared)),
+			agent.WithMetricFamilies(fam), agent.WithSparseMetrics(), bus.WithNATS(c.Conn, bus.InboxSize(InboxSize), bus.SharedConn(shared)),
 		}
 		if c.AgentOptions != nil {
 			more, err := c.AgentOptions(cfg.Group)
