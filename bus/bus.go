@@ -132,8 +132,8 @@ func (s *Shared) add(mb *agent.Mailbox) func() {
 // connection the client's pending limits apply, and drops are reported as
 // slow consumers.
 func (b *Bus) subscribe(kind dispatchKind, subj string, handle nats.MsgHandler, onDrop func()) (*nats.Subscription, func(), error) {
-	if b.shared != nil {
-		return b.shared.disp[kind].subscribe(b.nc, subj, handle, onDrop)
+	if d := b.dispatcher(kind); d != nil {
+		return d.subscribe(b.nc, subj, handle, onDrop)
 	}
 	sub, err := b.nc.Subscribe(subj, handle)
 	if err != nil {
@@ -273,7 +273,17 @@ func (b *Bus) transport(h agent.BusHooks, mb *agent.Mailbox, proto *protocols) (
 		OnDuplicate: func(inst string) {
 			mb.Offer(agent.Input{Kind: agent.InputDuplicate, Conn: inst})
 		},
+		dispatch: b.dispatcher(dispatchElection),
 	})
+}
+
+// dispatcher returns the shared connection's dispatcher of kind, or nil
+// when the connection is the bus's own.
+func (b *Bus) dispatcher(kind dispatchKind) *dispatcher {
+	if b.shared == nil {
+		return nil
+	}
+	return b.shared.disp[kind]
 }
 
 // Send implements agent.Bus.

@@ -6,14 +6,15 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// dispatchKind names a Shared's dispatchers: announcements and control
-// requests each get their own, so that a flood of one kind cannot crowd the
-// other out of its queue.
+// dispatchKind names a Shared's dispatchers: announcements, control
+// requests and election messages each get their own, so that a flood of one
+// kind cannot crowd the others out of its queue.
 type dispatchKind int
 
 const (
 	dispatchAnnounce dispatchKind = iota
 	dispatchControl
+	dispatchElection
 	dispatchKinds
 )
 
@@ -76,39 +77,66 @@ func newDispatcher() *dispatcher {
 // full. The returned undo unsubscribes; a message of subj still queued then
 // is dropped. Neither may be called from a handler.
 func (d *dispatcher) subscribe(nc *nats.Conn, subj string, handle nats.MsgHandler, onDrop func()) (*nats.Subscription, func(), error) {
-	d.life.Lock()
-	defer d.life.Unlock()
-	sub, err := nc.ChanSubscribe(subj, d.ch)
+	subs, undo, err := d.subscribeAll(nc, []string{subj}, handle, onDrop)
 	if err != nil {
 		return nil, nil, err
 	}
-	d.mu.Lock()
-	d.routes[sub] = &route{handle: handle, onDrop: onDrop}
-	d.mu.Unlock()
-	if d.stop == nil {
+	return subs[0], undo, nil
+}
+
+// subscribeAll subscribes handle to every subject of subjs as one route:
+// their messages share one share (dispatchShare) and reach handle in the
+// order the connection received them, across the subjects (an election
+// transport's broadcast and direct subjects). On an error nothing stays
+// subscribed.
+func (d *dispatcher) subscribeAll(nc *nats.Conn, subjs []string, handle nats.MsgHandler, onDrop func()) ([]*nats.Subscription, func(), error) {
+	d.life.Lock()
+	defer d.life.Unlock()
+	r := &route{handle: handle, onDrop: onDrop}
+	var subs []*nats.Subscription
+	for _, subj := range subjs {
+		sub, err := nc.ChanSubscribe(subj, d.ch)
+		if err != nil {
+			d.drop(subs)
+			return nil, nil, err
+		}
+		d.mu.Lock()
+		d.routes[sub] = r
+		d.mu.Unlock()
+		subs = append(subs, sub)
+	}
+	if d.stop == nil && len(subs) > 0 {
 		d.stop, d.done = make(chan struct{}), make(chan struct{})
 		go d.run(d.stop, d.done)
 	}
-	return sub, func() { d.unsubscribe(sub) }, nil
+	return subs, func() { d.unsubscribe(subs) }, nil
 }
 
-// unsubscribe ends sub (a handler of it already running finishes, as with
-// an asynchronous subscription); the last one stops the goroutine and waits
-// for it, so that two never run at once.
-func (d *dispatcher) unsubscribe(sub *nats.Subscription) {
+// unsubscribe ends subs (a handler of them already running finishes, as
+// with an asynchronous subscription); the last one stops the goroutine and
+// waits for it, so that two never run at once.
+func (d *dispatcher) unsubscribe(subs []*nats.Subscription) {
 	d.life.Lock()
 	defer d.life.Unlock()
-	_ = sub.Unsubscribe()
-	d.mu.Lock()
-	_, ok := d.routes[sub]
-	delete(d.routes, sub)
-	last := ok && len(d.routes) == 0
-	d.mu.Unlock()
-	if last {
+	if d.drop(subs) {
 		close(d.stop)
 		<-d.done
 		d.stop, d.done = nil, nil
 	}
+}
+
+// drop unsubscribes subs and forgets their routes; it reports whether the
+// last route went while the goroutine runs. d.life is held.
+func (d *dispatcher) drop(subs []*nats.Subscription) (last bool) {
+	for _, sub := range subs {
+		_ = sub.Unsubscribe()
+		d.mu.Lock()
+		_, ok := d.routes[sub]
+		delete(d.routes, sub)
+		last = last || ok && len(d.routes) == 0
+		d.mu.Unlock()
+	}
+	return last && d.stop != nil
 }
 
 func (d *dispatcher) run(stop, done chan struct{}) {

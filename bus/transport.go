@@ -105,6 +105,11 @@ type NATSTransportConfig struct {
 	// process speaks with this member's id).
 	Instance    string
 	OnDuplicate func(instance string)
+	// dispatch, when set (a bus on a Shared connection), runs the receive
+	// path on that dispatcher's goroutine, shared by every transport on the
+	// connection, instead of a goroutine of the transport's own. Deliver
+	// must be set with it.
+	dispatch *dispatcher
 }
 
 // NATSTransport is a Transport over a NATS connection. It subscribes to the
@@ -140,7 +145,7 @@ type NATSTransport struct {
 	inst    string
 	onDup   func(string)
 
-	raw     chan *nats.Msg // filled by the NATS client
+	raw     chan *nats.Msg // filled by the NATS client; nil when dispatched
 	work    []*nats.Msg    // checked for size, subject and rate; waiting for decoding (receive's own)
 	workCap int            // at most this many in work
 	queued  int64          // bytes waiting in work
@@ -159,6 +164,13 @@ type NATSTransport struct {
 	closed bool
 	done   chan struct{}
 	wg     sync.WaitGroup
+
+	// Dispatched (NATSTransportConfig.dispatch): the undo of the
+	// subscriptions, and hmu, held while the dispatcher's goroutine runs the
+	// receive path and by Close, after which it runs no more (handled).
+	undoDispatch func()
+	hmu          sync.Mutex
+	hclosed      bool
 	// The instance announcements and the signing challenges.
 	periodic []*periodic
 }
@@ -223,7 +235,7 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		// fit, whoever sent it); its goroutine only sorts out what to keep,
 		// in microseconds, dropping anything over wire.MaxMessageSize, so it
 		// holds large messages only while that goroutine is starved.
-		raw:       make(chan *nats.Msg, rawCap(c.InboxSize)),
+		raw:       rawQueue(c),
 		workCap:   max(c.InboxSize, 64),
 		inbox:     make(chan election.Message, inboxCap(c)),
 		done:      make(chan struct{}),
@@ -233,21 +245,34 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		burst:     burst,
 		maxQueued: MaxQueuedBytes,
 	}
-	for _, subj := range []string{wire.BroadcastWildcard(t.prefix, t.group), wire.DirectWildcard(t.prefix, t.group, t.self)} {
-		sub, err := nc.ChanSubscribe(subj, t.raw)
+	subjs := []string{wire.BroadcastWildcard(t.prefix, t.group), wire.DirectWildcard(t.prefix, t.group, t.self)}
+	if c.dispatch != nil {
+		// One route for both subjects: their messages keep the order the
+		// connection received them in, as through t.raw.
+		subs, undo, err := c.dispatch.subscribeAll(nc, subjs, t.handled, func() { t.bad(wire.ReasonInboxFull) })
 		if err != nil {
-			t.unsubscribe()
-			return nil, fmt.Errorf("bus: nats transport: subscribe %s: %w", subj, err)
+			return nil, fmt.Errorf("bus: nats transport: subscribe %s: %w", strings.Join(subjs, ", "), err)
 		}
-		t.subs = append(t.subs, sub)
+		t.subs, t.undoDispatch = subs, undo
+	} else {
+		for _, subj := range subjs {
+			sub, err := nc.ChanSubscribe(subj, t.raw)
+			if err != nil {
+				t.unsubscribe()
+				return nil, fmt.Errorf("bus: nats transport: subscribe %s: %w", subj, err)
+			}
+			t.subs = append(t.subs, sub)
+		}
 	}
 	if nc.IsConnected() {
 		// Best effort: on failure the subscriptions still reach the server
 		// with the next reconnect.
 		_ = nc.FlushTimeout(2 * time.Second)
 	}
-	t.wg.Add(1)
-	go t.receive()
+	if t.raw != nil {
+		t.wg.Add(1)
+		go t.receive()
+	}
 	if t.signing != nil {
 		if nc.IsConnected() {
 			// Prove every member's epoch, and let them prove ours (sign.Signing).
@@ -268,6 +293,15 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 // rawCap is the capacity of the transport's raw queue for an inbox of
 // size inbox: four times the inbox, at most 4096 messages.
 func rawCap(inbox int) int { return min(4*max(inbox, 64), 4096) }
+
+// rawQueue returns the transport's raw queue: none when a dispatcher
+// takes the messages off the connection.
+func rawQueue(c NATSTransportConfig) chan *nats.Msg {
+	if c.dispatch != nil {
+		return nil
+	}
+	return make(chan *nats.Msg, rawCap(c.InboxSize))
+}
 
 // inboxCap is the capacity of the transport's inbox: none when Deliver
 // takes the messages (a bus's mailbox holds them instead).
@@ -312,6 +346,9 @@ func (c *NATSTransportConfig) check() (map[string]bool, error) {
 	}
 	if c.InboxSize < 0 {
 		return nil, fmt.Errorf("bus: nats transport: negative inbox size %d", c.InboxSize)
+	}
+	if c.dispatch != nil && c.Deliver == nil {
+		return nil, errors.New("bus: nats transport: a dispatched transport needs Deliver")
 	}
 	return members, nil
 }
@@ -450,6 +487,13 @@ func (t *NATSTransport) isClosed() bool {
 // unsubscribe drops the subscriptions. A connection that is already closed
 // has dropped them itself, which is not an error.
 func (t *NATSTransport) unsubscribe() error {
+	if t.undoDispatch != nil {
+		t.undoDispatch()
+		t.hmu.Lock()
+		t.hclosed = true // a handler the dispatcher had begun has finished
+		t.hmu.Unlock()
+		return nil
+	}
 	var errs []error
 	for _, sub := range t.subs {
 		if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
@@ -578,6 +622,24 @@ func (t *NATSTransport) admitWaiting() {
 			return
 		}
 	}
+}
+
+// handled is the receive path of a dispatched transport, on the
+// dispatcher's goroutine: admit, then decode and deliver at once (there is
+// no queue to drain first; the dispatcher's share bounds what waits).
+func (t *NATSTransport) handled(msg *nats.Msg) {
+	t.hmu.Lock()
+	defer t.hmu.Unlock()
+	if t.hclosed {
+		return
+	}
+	t.admit(msg)
+	for i, m := range t.work {
+		t.work[i] = nil
+		t.queued -= int64(len(m.Data))
+		t.handle(m)
+	}
+	t.work = t.work[:0]
 }
 
 func (t *NATSTransport) handle(msg *nats.Msg) {
