@@ -113,6 +113,7 @@ type inputs struct {
 	bus     Bus
 	factory BusFactory   // builds bus in New
 	reqs    chan request // handovers asked for (Resign, Transfer)
+	wake    func()       // a host's (Driven): called when a request waits
 	// queued is the bus's channel while the loop runs. A lease found run
 	// out is judged only after the inputs that had arrived by then
 	// (before of them, counted when judging began) are stepped: see
@@ -227,14 +228,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		}
 	}
 	a.log = a.log.With("id", cfg.ID, "group", cfg.Group)
-	if a.out.reg == nil {
-		a.out.reg = prometheus.NewRegistry()
-	}
-	if a.out.fam == nil {
-		a.out.fam = NewMetricFamilies(a.out.reg)
-	}
-	a.m = newMetrics(a.out.fam, a.out.reg, a.out.ownReg, a.out.sparse, cfg.Group, a.out.version)
-	a.core.algGuard = newAlgorithmGuard(cfg.Algorithm, a.series())
+	a.initMetrics()
 	if a.store == nil {
 		s, err := OpenFileStore(cfg.StateDir)
 		if err != nil {
@@ -283,6 +277,20 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 			"term", hs.Term, "max_term", election.MaxTerm)
 	}
 	return a, nil
+}
+
+// initMetrics registers the agent's series: in its families
+// (WithMetricFamilies), or else in families of its registry (WithRegistry)
+// or of a registry of its own.
+func (a *Agent) initMetrics() {
+	if a.out.reg == nil {
+		a.out.reg = prometheus.NewRegistry()
+	}
+	if a.out.fam == nil {
+		a.out.fam = NewMetricFamilies(a.out.reg)
+	}
+	a.m = newMetrics(a.out.fam, a.out.reg, a.out.ownReg, a.out.sparse, a.cfg.Group, a.out.version)
+	a.core.algGuard = newAlgorithmGuard(a.cfg.Algorithm, a.series())
 }
 
 // newNode builds the election core of cfg's algorithm, in ticks of
@@ -399,6 +407,9 @@ func (a *Agent) ask(ctx context.Context, r request) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if a.in.wake != nil {
+		a.in.wake()
+	}
 	select {
 	case err := <-r.reply:
 		return err
@@ -412,87 +423,165 @@ func (a *Agent) ask(ctx context.Context, r request) error {
 // Run returns an error if the state cannot be persisted: an agent that cannot
 // store its term must not take part.
 func (a *Agent) Run(ctx context.Context) error {
-	if !a.lease.running.CompareAndSwap(false, true) {
-		return errors.New("agent: Run called twice")
-	}
-	defer a.lease.running.Store(false)
-	defer a.store.Close()
-	inputs, err := a.in.bus.Open(BusHooks{
-		OnBad: a.m.badMessage, OnMessage: a.m.message, OnControl: a.m.control,
-		Status: a.Status, WatchFunc: a.WatchFunc, OnProtocol: a.onProtocol,
-	})
+	s, err := a.start(nil)
 	if err != nil {
 		return err
 	}
-	defer a.in.bus.Close()
+	defer s.close()
+	return s.loop(ctx)
+}
+
+// start does what the loop needs before its first input: it opens the bus
+// and the outputs and logs the start. wake (nil: none) is called whenever an
+// input or a request waits for the loop (Driven). The stepper's close
+// undoes it.
+func (a *Agent) start(wake func()) (s *stepper, err error) {
+	// Set before running: ask reads them once it sees the agent running.
+	a.in.wake = wake
+	if wake != nil {
+		// A host takes requests when it wakes the agent, not while
+		// blocked in a select: they wait for it here.
+		a.in.reqs = make(chan request, driveRequests)
+	}
+	if !a.lease.running.CompareAndSwap(false, true) {
+		return nil, errors.New("agent: Run called twice")
+	}
+	s = &stepper{a: a}
+	s.push(func() { a.lease.running.Store(false) })
+	s.push(func() { _ = a.store.Close() })
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	inputs, err := a.in.bus.Open(BusHooks{
+		OnBad: a.m.badMessage, OnMessage: a.m.message, OnControl: a.m.control,
+		Status: a.Status, WatchFunc: a.WatchFunc, OnProtocol: a.onProtocol, Wake: wake,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.push(func() { _ = a.in.bus.Close() })
 	a.out.notify = newNotifier()
-	defer a.out.notify.close()
-	defer a.out.watchers.close()
+	s.push(a.out.notify.close)
+	s.push(a.out.watchers.close)
 	if a.work.duty != nil {
-		defer a.work.duty.Prepare()() // the guard of its first run, started now
+		s.push(a.work.duty.Prepare()) // the guard of its first run, started now
 	}
 
 	a.log.Info("agent started", "algorithm", a.cfg.Algorithm, "members", len(a.cfg.Members),
 		"quorum", a.cfg.Quorum, "heartbeat", a.cfg.Heartbeat, "suspect_after", a.cfg.SuspectAfter(),
 		"lease", a.cfg.Lease, "term", a.core.lastHS.Term)
-	return a.loop(ctx, inputs)
+	s.clock = newTickClock(a.mono(), a.cfg.Tick())
+	s.due = a.mono() + a.cfg.Tick()
+	a.lease.lastLoopRun.Store(int64(a.mono()))
+	a.in.queued = inputs
+	return s, nil
+}
+
+// errBusClosed ends the loop when the bus closed its channel on its own.
+var errBusClosed = errors.New("agent: bus closed")
+
+// stepper is the election loop's state between its steps: the core's tick
+// clock, the inputs, and when the loop has work without an input. Run
+// steps it on a goroutine of its own (loop); a host that drives many
+// agents steps it from its own goroutines (Driven).
+type stepper struct {
+	a     *Agent
+	clock *tickClock
+	due   time.Duration // on the agent's monotonic clock
+	undo  []func()      // close runs them, last first
+}
+
+func (s *stepper) push(f func()) { s.undo = append(s.undo, f) }
+
+// close undoes start.
+func (s *stepper) close() {
+	for i := len(s.undo) - 1; i >= 0; i-- {
+		s.undo[i]()
+	}
+	s.undo = nil
 }
 
 // loop is the election loop: it waits for an input (from the bus, or a
 // handover asked for through the API) or for the core's next deadline,
 // steps the core, and applies its Ready (process), until ctx ends.
-func (a *Agent) loop(ctx context.Context, inputs <-chan Input) error {
-	clock := newTickClock(a.mono(), a.cfg.Tick())
-	timer := time.NewTimer(a.cfg.Tick())
+func (s *stepper) loop(ctx context.Context) error {
+	a := s.a
+	timer := time.NewTimer(max(s.due-a.mono(), 0))
 	defer timer.Stop()
-	a.lease.lastLoopRun.Store(int64(a.mono()))
-	a.in.queued = inputs
 	for {
-		var err error
-		// The inputs that had already arrived when the loop came round go
-		// first, each as of when it arrived: a loop that ran late (a
-		// loaded machine holds a process for tens of milliseconds) must
-		// count an acknowledgement waiting for it before its timers, or
-		// the lease it renews, conclude that none came. Only those: the
-		// timer, a handover request and shutdown come next, however many
-		// inputs arrive meanwhile.
-		for n := len(inputs); n > 0; n-- {
-			in, ok := <-inputs
-			if !ok {
-				return errors.New("agent: bus closed")
-			}
-			if err := a.inputAt(clock, in); err != nil {
-				a.stopLeading("persist failed")
-				return err
-			}
+		if err := s.arrived(); err != nil {
+			return err
 		}
+		var err error
 		select {
 		case <-ctx.Done():
 			return a.shutdown()
 		case <-timer.C:
-			clock.catchUp(a.node, a.mono())
-			err = a.process()
-		case in, ok := <-inputs:
+			err = s.timer()
+		case in, ok := <-a.in.queued:
 			if !ok {
-				return errors.New("agent: bus closed")
+				return errBusClosed
 			}
-			err = a.inputAt(clock, in)
+			err = s.input(in)
 		case r := <-a.in.reqs:
-			clock.catchUp(a.node, a.mono())
-			var rerr error
-			if r.drain != nil {
-				rerr, err = a.setDrained(*r.drain)
-			} else {
-				rerr, err = a.handOver(r.nominee)
-			}
-			r.reply <- rerr
+			err = s.request(r)
 		}
 		if err != nil {
-			a.stopLeading("persist failed")
-			return err
+			return s.failed(err)
 		}
-		a.sleepUntilDue(timer, clock)
+		timer.Reset(max(s.next()-a.mono(), 0)) // since Go 1.23 a Reset timer delivers no stale tick
 	}
+}
+
+// arrived applies the inputs that had already arrived when the loop came
+// round, each as of when it arrived: a loop that ran late (a loaded machine
+// holds a process for tens of milliseconds) must count an acknowledgement
+// waiting for it before its timers, or the lease it renews, conclude that
+// none came. Only those: the timer, a handover request and shutdown come
+// next, however many inputs arrive meanwhile.
+func (s *stepper) arrived() error {
+	for n := len(s.a.in.queued); n > 0; n-- {
+		in, ok := <-s.a.in.queued
+		if !ok {
+			return errBusClosed
+		}
+		if err := s.input(in); err != nil {
+			return s.failed(err)
+		}
+	}
+	return nil
+}
+
+// failed stops leading after a failure to persist, and returns err.
+func (s *stepper) failed(err error) error {
+	if err != errBusClosed {
+		s.a.stopLeading("persist failed")
+	}
+	return err
+}
+
+func (s *stepper) input(in Input) error { return s.a.inputAt(s.clock, in) }
+
+// timer is the loop's deadline passing: the core catches up its ticks.
+func (s *stepper) timer() error {
+	s.clock.catchUp(s.a.node, s.a.mono())
+	return s.a.process()
+}
+
+// request serves a handover or drain asked for through the API.
+func (s *stepper) request(r request) error {
+	a := s.a
+	s.clock.catchUp(a.node, a.mono())
+	var rerr, err error
+	if r.drain != nil {
+		rerr, err = a.setDrained(*r.drain)
+	} else {
+		rerr, err = a.handOver(r.nominee)
+	}
+	r.reply <- rerr
+	return err
 }
 
 // inputAt applies in as of when it arrived: the core's clock is caught up
@@ -584,18 +673,20 @@ func (a *Agent) step(m election.Message) bool {
 	return true
 }
 
-// sleepUntilDue sets timer for the next moment the loop has work without an
-// input: the core's next deadline, the end of the wall-clock lease; and at
-// least every H, so that the watchdog sees a live loop. An idle follower
+// next returns, and keeps as due, the next moment the loop has work without
+// an input: the core's next deadline, the end of the wall-clock lease; and
+// at least every H, so that the watchdog sees a live loop. An idle follower
 // wakes for heartbeats only, instead of every tick: on a gateway most of an
 // idle agent's CPU was the tick's wakeups.
-func (a *Agent) sleepUntilDue(timer *time.Timer, clock *tickClock) {
+func (s *stepper) next() time.Duration {
+	a := s.a
 	now := a.mono()
-	due := min(clock.at(a.node.NextTick()), now+a.cfg.Heartbeat)
+	due := min(s.clock.at(a.node.NextTick()), now+a.cfg.Heartbeat)
 	if a.lease.leading.Load() {
 		due = min(due, time.Duration(a.lease.leaseEnd.Load()))
 	}
-	timer.Reset(max(due-now, 0)) // since Go 1.23 a Reset timer delivers no stale tick
+	s.due = due
+	return due
 }
 
 // tickClock maps the monotonic clock to the core's ticks: tick n falls at

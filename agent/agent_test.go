@@ -52,6 +52,7 @@ func (r *recorder) list() []string {
 
 type testSite struct {
 	t      *testing.T
+	driven func(id string) bool // these agents run under a host (Drive), not Run
 	net    *MemNetwork
 	agents map[string]*Agent
 	cancel map[string]context.CancelFunc
@@ -59,8 +60,12 @@ type testSite struct {
 	rec    map[string]*recorder
 }
 
-func newTestSite(t *testing.T, n int) *testSite {
-	s := &testSite{t: t, net: NewMemNetwork(), agents: map[string]*Agent{}, cancel: map[string]context.CancelFunc{},
+func newTestSite(t *testing.T, n int) *testSite { return newDrivenSite(t, n, nil) }
+
+// newDrivenSite is newTestSite with the agents that driven names stepped
+// by a host (driveAgent) instead of Run.
+func newDrivenSite(t *testing.T, n int, driven func(id string) bool) *testSite {
+	s := &testSite{t: t, driven: driven, net: NewMemNetwork(), agents: map[string]*Agent{}, cancel: map[string]context.CancelFunc{},
 		done: map[string]chan error{}, rec: map[string]*recorder{}}
 	var members []election.Member
 	for i := 1; i <= n; i++ {
@@ -95,7 +100,11 @@ func (s *testSite) start(id string, members []election.Member) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
+	if s.driven != nil && s.driven(id) {
+		go func() { done <- driveAgent(ctx, a) }()
+	} else {
+		go func() { done <- a.Run(ctx) }()
+	}
 	s.agents[id], s.cancel[id], s.done[id], s.rec[id] = a, cancel, done, rec
 }
 

@@ -67,6 +67,10 @@ type BusHooks struct {
 	// OnProtocol reports a change of the site's protocol version, or of
 	// the members that hold it down or are refused (ProtocolReporter).
 	OnProtocol func(ProtocolView)
+	// Wake, when set, is called each time an input reaches the mailbox
+	// (Mailbox.OnInput): the agent is driven by a host (Driven), which
+	// takes its inputs when woken instead of waiting on the channel.
+	Wake func()
 }
 
 // BusContext is what a bus is built from.
@@ -194,11 +198,23 @@ type Mailbox struct {
 	// waiting is set while a goroutine waits to deliver a disconnection
 	// report: later reports are coalesced into it.
 	waiting atomic.Bool
+	wake    func() // OnInput
 }
 
 // NewMailbox returns a mailbox holding up to size inputs.
 func NewMailbox(size int) *Mailbox {
 	return &Mailbox{ch: make(chan Input, size), done: make(chan struct{})}
+}
+
+// OnInput makes the mailbox call wake (which must not block) after each
+// input it queued. Call it before the mailbox is used; nil is none.
+func (mb *Mailbox) OnInput(wake func()) { mb.wake = wake }
+
+// woke tells the host, if any, that an input waits.
+func (mb *Mailbox) woke() {
+	if mb.wake != nil {
+		mb.wake()
+	}
 }
 
 // C is the loop's end of the mailbox; Close closes it.
@@ -217,6 +233,7 @@ func (mb *Mailbox) Offer(in Input) bool {
 	}
 	select {
 	case mb.ch <- in:
+		mb.woke()
 		return true
 	default:
 		return false
@@ -234,6 +251,7 @@ func (mb *Mailbox) Disconnected() {
 	}
 	select {
 	case mb.ch <- Input{Kind: InputDisconnected}:
+		mb.woke()
 		return
 	default:
 	}
@@ -248,6 +266,7 @@ func (mb *Mailbox) Disconnected() {
 		defer mb.waiting.Store(false)
 		select {
 		case mb.ch <- Input{Kind: InputDisconnected}:
+			mb.woke()
 		case <-mb.done:
 		}
 	}()
@@ -295,6 +314,7 @@ func (b *transportBus) Open(h BusHooks) (<-chan Input, error) {
 		return nil, errors.New("agent: no transport")
 	}
 	b.mb = NewMailbox(MemInboxSize)
+	b.mb.OnInput(h.Wake)
 	b.onBad = h.OnBad
 	if b.mem != nil {
 		b.mem.reportTo(b.mb)

@@ -206,6 +206,7 @@ func (b *Bus) Open(h agent.BusHooks) (ch <-chan agent.Input, err error) {
 		return nil, errors.New("bus: opened twice")
 	}
 	mb := agent.NewMailbox(b.inbox)
+	mb.OnInput(h.Wake)
 	var u undoStack
 	defer func() {
 		if err != nil {

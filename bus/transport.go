@@ -245,24 +245,8 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		burst:     burst,
 		maxQueued: MaxQueuedBytes,
 	}
-	subjs := []string{wire.BroadcastWildcard(t.prefix, t.group), wire.DirectWildcard(t.prefix, t.group, t.self)}
-	if c.dispatch != nil {
-		// One route for both subjects: their messages keep the order the
-		// connection received them in, as through t.raw.
-		subs, undo, err := c.dispatch.subscribeAll(nc, subjs, t.handled, func() { t.bad(wire.ReasonInboxFull) })
-		if err != nil {
-			return nil, fmt.Errorf("bus: nats transport: subscribe %s: %w", strings.Join(subjs, ", "), err)
-		}
-		t.subs, t.undoDispatch = subs, undo
-	} else {
-		for _, subj := range subjs {
-			sub, err := nc.ChanSubscribe(subj, t.raw)
-			if err != nil {
-				t.unsubscribe()
-				return nil, fmt.Errorf("bus: nats transport: subscribe %s: %w", subj, err)
-			}
-			t.subs = append(t.subs, sub)
-		}
+	if err := t.subscribe(c.dispatch); err != nil {
+		return nil, err
 	}
 	if nc.IsConnected() {
 		// Best effort: on failure the subscriptions still reach the server
@@ -288,6 +272,31 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		t.periodic = append(t.periodic, startPeriodic(0, orSecond(c.Heartbeat), t.sendInstance))
 	}
 	return t, nil
+}
+
+// subscribe subscribes to the group's broadcasts and to the messages
+// addressed to this member: into t.raw, or through dispatch when set.
+func (t *NATSTransport) subscribe(dispatch *dispatcher) error {
+	subjs := []string{wire.BroadcastWildcard(t.prefix, t.group), wire.DirectWildcard(t.prefix, t.group, t.self)}
+	if dispatch != nil {
+		// One route for both subjects: their messages keep the order the
+		// connection received them in, as through t.raw.
+		subs, undo, err := dispatch.subscribeAll(t.nc, subjs, t.handled, func() { t.bad(wire.ReasonInboxFull) })
+		if err != nil {
+			return fmt.Errorf("bus: nats transport: subscribe %s: %w", strings.Join(subjs, ", "), err)
+		}
+		t.subs, t.undoDispatch = subs, undo
+		return nil
+	}
+	for _, subj := range subjs {
+		sub, err := t.nc.ChanSubscribe(subj, t.raw)
+		if err != nil {
+			_ = t.unsubscribe()
+			return fmt.Errorf("bus: nats transport: subscribe %s: %w", subj, err)
+		}
+		t.subs = append(t.subs, sub)
+	}
+	return nil
 }
 
 // rawCap is the capacity of the transport's raw queue for an inbox of

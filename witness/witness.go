@@ -168,30 +168,30 @@ func (h *Host) release() {
 	}
 }
 
-// Run runs every group's agent until ctx ends. A group whose agent stops
-// with an error is logged and reported (Failed, edge_witness_groups_failed);
-// the others go on serving: one group's trouble (its term at the bound, a
-// state directory gone bad) must not take the third vote from every other
-// site. Run returns when every agent returned, with an error naming the
-// groups that failed, if any.
+// Run runs every group's agent until ctx ends, on a few goroutines that
+// step the agents (drive.go), not one each. A group whose agent stops with
+// an error is logged and reported (Failed, edge_witness_groups_failed); the
+// others go on serving: one group's trouble (its term at the bound, a state
+// directory gone bad) must not take the third vote from every other site.
+// Run returns when every agent stopped, with an error naming the groups that
+// failed, if any.
 func (h *Host) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	for _, g := range h.groups {
-		a := h.agents[g]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := a.Run(ctx); err != nil && ctx.Err() == nil {
-				h.c.Log.Error("witness agent stopped", "group", g, "err", err)
-				h.mu.Lock()
-				h.failed[g] = err
-				n := len(h.failed)
-				h.mu.Unlock()
-				h.stopped.Set(float64(n))
-			}
-		}()
+	shards := newShards(len(h.groups))
+	for i, g := range h.groups {
+		dr := &driven{group: g, sh: shards[i%len(shards)]}
+		d, err := h.agents[g].Drive(dr.wake)
+		if err != nil {
+			h.fail(g, err)
+			continue
+		}
+		dr.d = d
+		dr.sh.add(dr)
 	}
-	h.c.Log.Info("witness serving", "id", h.c.Agent.ID, "groups", len(h.groups))
+	h.c.Log.Info("witness serving", "id", h.c.Agent.ID, "groups", len(h.groups), "goroutines", len(shards))
+	var wg sync.WaitGroup
+	for _, sh := range shards {
+		wg.Go(func() { sh.run(ctx, h.fail) })
+	}
 	wg.Wait()
 	if failed := h.Failed(); len(failed) > 0 {
 		h.mu.Lock()
@@ -200,6 +200,16 @@ func (h *Host) Run(ctx context.Context) error {
 		return fmt.Errorf("witness: %d groups stopped with an error (first: %s: %w)", len(failed), failed[0], first)
 	}
 	return nil
+}
+
+// fail records that group g's agent stopped with err.
+func (h *Host) fail(g string, err error) {
+	h.c.Log.Error("witness agent stopped", "group", g, "err", err)
+	h.mu.Lock()
+	h.failed[g] = err
+	n := len(h.failed)
+	h.mu.Unlock()
+	h.stopped.Set(float64(n))
 }
 
 // led counts the groups whose leader the witness knows.

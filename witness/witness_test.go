@@ -3,12 +3,14 @@ package witness
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/bus"
 	"github.com/edge-agent/edge-agent/election"
 	"github.com/edge-agent/edge-agent/internal/harness"
@@ -246,4 +249,60 @@ func getJSON(t *testing.T, url string, v any) {
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A host steps its groups' agents on at most Shards goroutines, not one
+// each, keeps every group's loop live, and on cancellation stops them all
+// and lets go of their state directories.
+func TestHostRunsGroupsOnFewGoroutines(t *testing.T) {
+	ns, err := harness.StartNATS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	nc, err := nats.Connect(ns.ClientURL(), bus.NATSOptions("witness-test")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	dir := t.TempDir()
+	groups := make([]string, 3*Shards)
+	for i := range groups {
+		groups[i] = fmt.Sprintf("site%03d", i)
+	}
+	cfg := Config{Agent: pairConfig("w", "template", dir), Conn: nc, Groups: groups, Log: quiet}
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	before := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- h.Run(ctx) }()
+	// Every group's loop runs (Healthy needs each to have stepped within
+	// its watchdog period) and answers status on its control subject.
+	poll.Until(t, 10*time.Second, "every group's witness live", func() bool {
+		_, err := client.Request(wire.ControlSubject(agent.DefaultSubjectPrefix, groups[len(groups)-1], wire.VerbStatus), nil, time.Second)
+		return err == nil && h.Healthy()
+	})
+	// The shards', Run's own, and a few of the process that do not grow
+	// with the groups (the shared connection's dispatchers and periodic
+	// timers, the server's): a goroutine per group would add 96.
+	if g := runtime.NumGoroutine() - before; g > Shards+8 {
+		t.Errorf("%d groups run on %d more goroutines, want at most %d", len(groups), g, Shards+8)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	again, err := New(cfg)
+	if err != nil {
+		t.Fatalf("a host after Run returned cannot open the groups' state: %v", err)
+	}
+	again.release()
 }

@@ -1,0 +1,90 @@
+package agent
+
+import (
+	"errors"
+	"time"
+)
+
+// driveRequests is how many API requests (Resign, Transfer, Drain) wait for
+// the host of a driven agent to take them; more wait in ask.
+const driveRequests = 4
+
+// Driven is an agent whose loop a host steps from goroutines of its own
+// instead of the goroutine that Run keeps for each agent: a witness process
+// serving a thousand groups (package witness) kept a thousand loop
+// goroutines, 17 MB of stacks, and woke one of them for every message.
+//
+// The host calls Wake whenever the agent's wake function was called and
+// when Due comes; each Wake does what the rounds of Run's loop would have
+// done by then, in the same order (the inputs that arrived, each as of its
+// arrival; the API requests; the deadline), so a driven agent decides
+// exactly what a running one does. A host must not call Wake, Due and Stop
+// concurrently, and must not block in the wake function.
+type Driven struct {
+	s       *stepper
+	stopped bool
+}
+
+// errStopped is Wake's error after the agent stopped.
+var errStopped = errors.New("agent: driven agent stopped")
+
+// Drive starts a as Run does before its loop, for a host: wake is called,
+// without blocking, whenever an input or a request waits for the agent.
+// Run and Drive may each be called once, and not both.
+func (a *Agent) Drive(wake func()) (*Driven, error) {
+	if wake == nil {
+		return nil, errors.New("agent: Drive needs a wake function")
+	}
+	s, err := a.start(wake)
+	if err != nil {
+		return nil, err
+	}
+	return &Driven{s: s}, nil
+}
+
+// Wake applies what waits for the agent: the inputs that arrived, the
+// requests, and its deadline if that passed. An error is what would end Run
+// (a failure to persist): the agent is then stopped and released, and
+// every later Wake returns an error.
+func (d *Driven) Wake() error {
+	if d.stopped {
+		return errStopped
+	}
+	s := d.s
+	a := s.a
+	err := s.arrived()
+	// Only this goroutine takes requests, so len is what waits.
+	for err == nil && len(a.in.reqs) > 0 {
+		if err = s.request(<-a.in.reqs); err != nil {
+			err = s.failed(err)
+		}
+	}
+	if err == nil && a.mono() >= s.due {
+		if err = s.timer(); err != nil {
+			err = s.failed(err)
+		}
+	}
+	if err != nil {
+		d.stopped = true
+		s.close()
+		return err
+	}
+	s.next()
+	return nil
+}
+
+// Due is when the agent next has work without an input; the host calls
+// Wake then, or earlier.
+func (d *Driven) Due() time.Time { return d.s.a.lease.start.Add(d.s.due) }
+
+// Stop ends the agent as Run does when its context ends (a leader hands
+// over first) and releases what Drive opened. It returns what Run would
+// return then; after a failed Wake it does nothing.
+func (d *Driven) Stop() error {
+	if d.stopped {
+		return nil
+	}
+	d.stopped = true
+	defer d.s.close()
+	return d.s.a.shutdown()
+}

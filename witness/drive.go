@@ -1,0 +1,147 @@
+package witness
+
+import (
+	"container/heap"
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/edge-agent/edge-agent/agent"
+)
+
+// Shards is how many goroutines step a witness host's agents. A goroutine
+// per group kept a thousand stacks at a thousand groups (17 MB) and woke one
+// for every message; one goroutine for all would make every group wait
+// while one group's vote is made durable (an fsync: a few milliseconds, at
+// times tens), and a site's failover needs that vote. With 32 a group waits
+// for the fsyncs of its own shard only: a thirty-second of the groups, as
+// when every site elects at once after the witness's connection came back.
+const Shards = 32
+
+// shard steps its groups' agents on one goroutine: each when its wake
+// function was called (an input or a request waits) and when its deadline
+// (agent.Driven.Due) comes.
+type shard struct {
+	ready chan *driven // woken agents, each at most once (driven.pending)
+	due   dueHeap      // every live agent, by deadline
+}
+
+// driven is one group's agent on its shard.
+type driven struct {
+	group   string
+	d       *agent.Driven
+	sh      *shard
+	pending atomic.Bool // in sh.ready
+	at      time.Time   // d.Due() as of its last step
+	idx     int         // in sh.due
+}
+
+func newShards(groups int) []*shard {
+	n := max(min(groups, Shards), 1)
+	out := make([]*shard, n)
+	for i := range out {
+		// Room for every group of the shard: wake never blocks.
+		out[i] = &shard{ready: make(chan *driven, groups/n+1)}
+	}
+	return out
+}
+
+// wake queues the agent on its shard, unless it already waits there. It
+// never blocks: the channel holds every group of the shard.
+func (dr *driven) wake() {
+	if dr.pending.CompareAndSwap(false, true) {
+		dr.sh.ready <- dr
+	}
+}
+
+func (sh *shard) add(dr *driven) {
+	dr.at = dr.d.Due()
+	heap.Push(&sh.due, dr)
+}
+
+// run steps the shard's agents until ctx ends, then stops them (as Run
+// does); fail is told of an agent that stopped with an error, which is then
+// stepped no more.
+func (sh *shard) run(ctx context.Context, fail func(group string, err error)) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	step := func(dr *driven) {
+		if dr.idx < 0 {
+			return // failed before
+		}
+		if err := dr.d.Wake(); err != nil {
+			heap.Remove(&sh.due, dr.idx)
+			dr.idx = -1
+			fail(dr.group, err)
+			return
+		}
+		dr.at = dr.d.Due()
+		heap.Fix(&sh.due, dr.idx)
+	}
+	for {
+		if len(sh.due) == 0 {
+			timer.Stop()
+		} else {
+			timer.Reset(max(time.Until(sh.due[0].at), 0))
+		}
+		select {
+		case <-ctx.Done():
+			for _, dr := range sh.due {
+				// As Run's error once its context ended, Stop's is not a
+				// group's failure: a witness hands nothing over.
+				_ = dr.d.Stop()
+			}
+			return
+		case dr := <-sh.ready:
+			// Cleared first: an input that arrives while the agent is
+			// stepped queues it again.
+			dr.pending.Store(false)
+			step(dr)
+		case <-timer.C:
+		}
+		// Every agent whose deadline passed, once each: one stepped just
+		// now has a later deadline already.
+		now := time.Now()
+		for _, dr := range sh.dueBy(now) {
+			step(dr)
+		}
+	}
+}
+
+// dueBy returns the agents whose deadline is at or before now.
+func (sh *shard) dueBy(now time.Time) []*driven {
+	var out []*driven
+	var walk func(i int)
+	walk = func(i int) {
+		if i >= len(sh.due) || sh.due[i].at.After(now) {
+			return
+		}
+		out = append(out, sh.due[i])
+		walk(2*i + 1)
+		walk(2*i + 2)
+	}
+	walk(0)
+	return out
+}
+
+// dueHeap orders agents by deadline (container/heap).
+type dueHeap []*driven
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h dueHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+func (h *dueHeap) Push(x any) {
+	dr := x.(*driven)
+	dr.idx = len(*h)
+	*h = append(*h, dr)
+}
+func (h *dueHeap) Pop() any {
+	old := *h
+	dr := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return dr
+}
