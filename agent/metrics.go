@@ -17,12 +17,12 @@ import (
 type metrics struct {
 	isLeader       prometheus.Gauge
 	term           prometheus.Gauge
-	leaderInfo     *prometheus.GaugeVec
+	leaderInfo     gaugeVec
 	leaderChanges  prometheus.Counter
-	elections      *prometheus.CounterVec
-	stepDowns      *prometheus.CounterVec
-	messages       *prometheus.CounterVec
-	bad            *prometheus.CounterVec
+	elections      counterVec
+	stepDowns      counterVec
+	messages       counterVec
+	bad            counterVec
 	badByReason    map[string]prometheus.Counter // the pre-declared reasons, looked up without hashing labels
 	quorumLive     prometheus.Gauge
 	quorumOK       prometheus.Gauge
@@ -31,12 +31,12 @@ type metrics struct {
 	persistSeconds prometheus.Histogram
 	fastSuspicions prometheus.Counter
 
-	controlRequests  *prometheus.CounterVec
-	electionDuration prometheus.ObserverVec
+	controlRequests  counterVec
+	electionDuration observerVec
 	dutyRestarts     prometheus.Counter
 	dutyRunning      prometheus.Gauge
-	protocol         *prometheus.GaugeVec
-	buildInfo        *prometheus.GaugeVec
+	protocol         gaugeVec
+	buildInfo        gaugeVec
 
 	// electionStart is when this agent last stood for election (proclaimed)
 	// and electionOpen whether it still stands; only the agent's loop uses

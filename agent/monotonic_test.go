@@ -47,7 +47,11 @@ var allowedClockUse = map[string]string{
 	// A LeaderChange carries the wall time it was seen, for operators
 	// (edge-agent watch); nothing compares it. The duty measures on mono.
 	"agent/watch.go: leaderChange: time.Now": "the change's timestamp, shown to operators, never compared",
-	"agent/watch.go: leaderChange: UTC":      "the change's timestamp only",
+	// prometheus.Gauge's method: a gauge set to the wall time, for a
+	// dashboard; the agent never calls it, and nothing compares it.
+	"agent/families.go: SetToCurrentTime: time.Now": "a gauge's value, shown to operators, never compared",
+	"agent/families.go: SetToCurrentTime: UnixNano": "a gauge's value only",
+	"agent/watch.go: leaderChange: UTC":             "the change's timestamp only",
 	// The status's last leader changes (leader_changes) carry the same
 	// wall time, for operators and the site page; nothing compares it.
 	"agent/agent.go: reportLeader: time.Now": "a leader change's timestamp in status, shown to operators, never compared",
