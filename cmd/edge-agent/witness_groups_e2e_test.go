@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -39,6 +40,11 @@ func startWitnessHost(t *testing.T, args []string, log *lineLog) *witnessHost {
 func (w *witnessHost) start() {
 	w.t.Helper()
 	cmd := exec.Command(binary, append([]string{"witness"}, w.args...)...)
+	// The witness's own runtime defaults are checked below: not the
+	// environment's.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "GOGC=") || strings.HasPrefix(kv, "GOMAXPROCS=")
+	})
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		w.t.Fatal(err)
@@ -229,6 +235,10 @@ func TestE2EWitnessGroups(t *testing.T) {
 			}
 		}
 		t.Errorf("witness /metrics: %d, GOMAXPROCS line %q, want go_sched_gomaxprocs_threads 1", code, line)
+	}
+	// And with GOGC=50 unless GOGC says otherwise.
+	if code, body := httpGet(t, "http://"+w.addr+"/metrics"); code != 200 || !strings.Contains(body, fmt.Sprintf("\ngo_gc_gogc_percent %d\n", witnessGCPercent)) {
+		t.Errorf("witness /metrics: %d, want go_gc_gogc_percent %d", code, witnessGCPercent)
 	}
 
 	// SIGKILL of south's leader: gw1 or gw2 alone is no quorum of three;
