@@ -113,7 +113,7 @@ type inputs struct {
 	bus     Bus
 	factory BusFactory   // builds bus in New
 	reqs    chan request // handovers asked for (Resign, Transfer)
-	wake    func()       // a host's (Driven): called when a request waits
+	wake    func()       // DrivenBy: called when an input or a request waits
 	// queued is the bus's channel while the loop runs. A lease found run
 	// out is judged only after the inputs that had arrived by then
 	// (before of them, counted when judging began) are stepped: see
@@ -423,7 +423,10 @@ func (a *Agent) ask(ctx context.Context, r request) error {
 // Run returns an error if the state cannot be persisted: an agent that cannot
 // store its term must not take part.
 func (a *Agent) Run(ctx context.Context) error {
-	s, err := a.start(nil)
+	if a.in.wake != nil {
+		return errors.New("agent: built to be driven by a host (DrivenBy): use Drive")
+	}
+	s, err := a.start()
 	if err != nil {
 		return err
 	}
@@ -432,17 +435,8 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // start does what the loop needs before its first input: it opens the bus
-// and the outputs and logs the start. wake (nil: none) is called whenever an
-// input or a request waits for the loop (Driven). The stepper's close
-// undoes it.
-func (a *Agent) start(wake func()) (s *stepper, err error) {
-	// Set before running: ask reads them once it sees the agent running.
-	a.in.wake = wake
-	if wake != nil {
-		// A host takes requests when it wakes the agent, not while
-		// blocked in a select: they wait for it here.
-		a.in.reqs = make(chan request, driveRequests)
-	}
+// and the outputs and logs the start. The stepper's close undoes it.
+func (a *Agent) start() (s *stepper, err error) {
 	if !a.lease.running.CompareAndSwap(false, true) {
 		return nil, errors.New("agent: Run called twice")
 	}
@@ -456,7 +450,7 @@ func (a *Agent) start(wake func()) (s *stepper, err error) {
 	}()
 	inputs, err := a.in.bus.Open(BusHooks{
 		OnBad: a.m.badMessage, OnMessage: a.m.message, OnControl: a.m.control,
-		Status: a.Status, WatchFunc: a.WatchFunc, OnProtocol: a.onProtocol, Wake: wake,
+		Status: a.Status, WatchFunc: a.WatchFunc, OnProtocol: a.onProtocol, Wake: a.in.wake,
 	})
 	if err != nil {
 		return nil, err

@@ -85,7 +85,18 @@ func newDrivenSite(t *testing.T, n int, driven func(id string) bool) *testSite {
 func (s *testSite) start(id string, members []election.Member) {
 	cfg := Config{ID: id, Group: "site", Members: members, Heartbeat: 50 * time.Millisecond, StateDir: s.t.TempDir(), HoldDown: time.Hour}
 	rec := &recorder{}
-	a, err := New(cfg, WithTransport(s.net.Join(id)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+	driven := s.driven != nil && s.driven(id)
+	woken := make(chan struct{}, 1)
+	var host []Option
+	if driven {
+		host = append(host, DrivenBy(func() {
+			select {
+			case woken <- struct{}{}:
+			default:
+			}
+		}))
+	}
+	a, err := New(cfg, append(host, WithTransport(s.net.Join(id)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		WithCallbacks(Callbacks{
 			OnStartedLeading: func(ctx context.Context, term uint64) {
 				rec.add(fmt.Sprintf("started %d", term))
@@ -94,14 +105,14 @@ func (s *testSite) start(id string, members []election.Member) {
 			},
 			OnStoppedLeading: func() { rec.add("stopped") },
 			OnNewLeader:      func(l string, term uint64) { rec.add("leader " + l) },
-		}))
+		}))...)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	if s.driven != nil && s.driven(id) {
-		go func() { done <- driveAgent(ctx, a) }()
+	if driven {
+		go func() { done <- driveAgent(ctx, a, woken) }()
 	} else {
 		go func() { done <- a.Run(ctx) }()
 	}

@@ -284,6 +284,7 @@ func (mb *Mailbox) Close() {
 	close(mb.done)
 	mb.fwd.Wait()
 	close(mb.ch)
+	mb.woke() // a host sees the channel closed
 }
 
 // transportBus is the bus of a Transport: messages and (with a route

@@ -28,14 +28,32 @@ type Driven struct {
 // errStopped is Wake's error after the agent stopped.
 var errStopped = errors.New("agent: driven agent stopped")
 
-// Drive starts a as Run does before its loop, for a host: wake is called,
-// without blocking, whenever an input or a request waits for the agent.
-// Run and Drive may each be called once, and not both.
-func (a *Agent) Drive(wake func()) (*Driven, error) {
-	if wake == nil {
-		return nil, errors.New("agent: Drive needs a wake function")
+// DrivenBy builds an agent that a host steps (Drive) instead of Run: wake is
+// called, and must not block, whenever an input or an API request waits for
+// the agent. The agent's bus must call BusHooks.Wake for each input (the
+// buses of package bus and WithTransport do, through their Mailbox).
+//
+// A driven agent's API requests (Resign, Transfer, Drain) wait in a queue
+// for the host: one whose caller gave up (its context ended) after it was
+// queued is still carried out, where Run's loop would not have taken it.
+func DrivenBy(wake func()) Option {
+	return func(a *Agent) error {
+		if wake == nil {
+			return errors.New("agent: DrivenBy needs a wake function")
+		}
+		a.in.wake = wake
+		a.in.reqs = make(chan request, driveRequests)
+		return nil
 	}
-	s, err := a.start(wake)
+}
+
+// Drive starts an agent built with DrivenBy as Run starts one before its
+// loop, and returns it for its host to step. It may be called once.
+func (a *Agent) Drive() (*Driven, error) {
+	if a.in.wake == nil {
+		return nil, errors.New("agent: Drive needs an agent built with DrivenBy")
+	}
+	s, err := a.start()
 	if err != nil {
 		return nil, err
 	}
@@ -53,6 +71,19 @@ func (d *Driven) Wake() error {
 	s := d.s
 	a := s.a
 	err := s.arrived()
+	if err == nil {
+		// One more, without waiting: a channel the bus closed has
+		// nothing waiting (len is 0), and its closing woke the host.
+		select {
+		case in, ok := <-a.in.queued:
+			if !ok {
+				err = errBusClosed
+			} else if err = s.input(in); err != nil {
+				err = s.failed(err)
+			}
+		default:
+		}
+	}
 	// Only this goroutine takes requests, so len is what waits.
 	for err == nil && len(a.in.reqs) > 0 {
 		if err = s.request(<-a.in.reqs); err != nil {

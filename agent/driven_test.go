@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -10,16 +11,12 @@ import (
 	"github.com/edge-agent/edge-agent/election"
 )
 
-// driveAgent is the smallest host of a driven agent: it steps a when woken
-// and when its deadline comes, until ctx ends, and returns what Run would.
-func driveAgent(ctx context.Context, a *Agent) error {
-	woken := make(chan struct{}, 1)
-	d, err := a.Drive(func() {
-		select {
-		case woken <- struct{}{}:
-		default:
-		}
-	})
+// driveAgent is the smallest host of a driven agent (built with DrivenBy,
+// whose wake function sends on woken without blocking): it steps a when
+// woken and when its deadline comes, until ctx ends, and returns what Run
+// would.
+func driveAgent(ctx context.Context, a *Agent, woken <-chan struct{}) error {
+	d, err := a.Drive()
 	if err != nil {
 		return err
 	}
@@ -111,16 +108,22 @@ func TestDrivenAgentStopReleases(t *testing.T) {
 		if err := s.stop("gw1"); err != nil {
 			t.Fatal(err)
 		}
-		a, err := New(cfg, WithTransport(s.net.Join("gw1")), WithLogger(s.agents["gw1"].log))
+		a, err := New(cfg, WithTransport(s.net.Join("gw1")), WithLogger(s.agents["gw1"].log), DrivenBy(func() {}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := a.Drive(func() {})
+		if err := a.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "use Drive") {
+			t.Errorf("Run of a driven agent: %v, want a refusal", err)
+		}
+		d, err := a.Drive()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.Drive(func() {}); err == nil {
+		if _, err := a.Drive(); err == nil {
 			t.Error("a second Drive of one agent succeeded")
+		}
+		if _, err := s.agents["gw1"].Drive(); err == nil {
+			t.Error("Drive of an agent built without DrivenBy succeeded")
 		}
 		if err := d.Stop(); err != nil {
 			t.Fatal(err)
@@ -144,12 +147,12 @@ func TestDrivenAgentWakesItsHost(t *testing.T) {
 		members := s.agents["gw1"].Config().Members
 		members = append(members, election.Member{ID: "gw3", Priority: 3})
 		cfg := Config{ID: "gw3", Group: "site", Members: members, Heartbeat: 50 * time.Millisecond, StateDir: t.TempDir(), HoldDown: time.Hour}
-		a, err := New(cfg, WithTransport(s.net.Join("gw3")), WithLogger(s.agents["gw1"].log))
+		var wakes atomic.Int32
+		a, err := New(cfg, WithTransport(s.net.Join("gw3")), WithLogger(s.agents["gw1"].log), DrivenBy(func() { wakes.Add(1) }))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var wakes atomic.Int32
-		d, err := a.Drive(func() { wakes.Add(1) })
+		d, err := a.Drive()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,6 +189,45 @@ func TestDrivenAgentWakesItsHost(t *testing.T) {
 		}
 		if !a.Status().Drained {
 			t.Error("gw3 not drained after its host served the request")
+		}
+	})
+}
+
+// closingBus is a bus whose channel the test closes, as a bus that gave up
+// would; it calls the wake hook then, as a Mailbox does.
+type closingBus struct {
+	noBus
+	ch    chan Input
+	hooks BusHooks
+}
+
+func (b *closingBus) Open(h BusHooks) (<-chan Input, error) { b.hooks = h; return b.ch, nil }
+func (b *closingBus) Connected() bool                       { return true }
+
+// A driven agent whose bus closed its channel stops as Run does, with the
+// error Run returns, instead of ticking on without inputs.
+func TestDrivenAgentStopsWhenItsBusCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &closingBus{ch: make(chan Input)}
+		cfg := Config{ID: "gw1", Group: "site", Members: []election.Member{{ID: "gw1"}}, Heartbeat: 50 * time.Millisecond, StateDir: t.TempDir()}
+		a, err := New(cfg, WithBus(func(BusContext) (Bus, error) { return b, nil }), DrivenBy(func() {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := a.Drive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Wake(); err != nil {
+			t.Fatalf("Wake with the bus open: %v", err)
+		}
+		close(b.ch)
+		b.hooks.Wake()
+		if err := d.Wake(); err != errBusClosed {
+			t.Fatalf("Wake after the bus closed: %v, want %v", err, errBusClosed)
+		}
+		if err := d.Stop(); err != nil {
+			t.Errorf("Stop after the failure: %v", err)
 		}
 	})
 }

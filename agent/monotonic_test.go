@@ -84,7 +84,7 @@ var allowedClockUse = map[string]string{
 	"agent/wire/sign/signing.go: NewSigning: time.Now": "the base of nonce lifetimes and proof rates: monotonic",
 	"agent/wire/sign/signing.go: now: time.Since":      "monotonic: the base carries a monotonic reading",
 	"bus/transport.go: NewNATSTransport: time.Now":     "the base of the per-sender rate limit: monotonic",
-	"bus/transport.go: admit: time.Since":              "monotonic: the base carries a monotonic reading",
+	"bus/transport.go: admissible: time.Since":         "monotonic: the base carries a monotonic reading",
 	"bus/control.go: serveControl: time.Now":           "the base of the control rate limits: monotonic",
 	"bus/control.go: serveControl: time.Since":         "monotonic: the base carries a monotonic reading",
 	// The members' protocol versions: an announcement's age and a

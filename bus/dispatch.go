@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -62,7 +63,12 @@ type dispatcher struct {
 
 // route is one subscription of a dispatcher.
 type route struct {
-	handle  nats.MsgHandler
+	handle nats.MsgHandler
+	// admit, when set, decides before the message takes a place in the
+	// share: false drops it (admit counts why). It runs on the
+	// dispatcher's goroutine, as handle does.
+	admit   func(*nats.Msg) bool
+	share   int    // messages waiting at most (0: dispatchShare)
 	onDrop  func() // nil: drops are not counted
 	pending []*nats.Msg
 	queued  bool // in the dispatcher's ready list
@@ -77,22 +83,22 @@ func newDispatcher() *dispatcher {
 // full. The returned undo unsubscribes; a message of subj still queued then
 // is dropped. Neither may be called from a handler.
 func (d *dispatcher) subscribe(nc *nats.Conn, subj string, handle nats.MsgHandler, onDrop func()) (*nats.Subscription, func(), error) {
-	subs, undo, err := d.subscribeAll(nc, []string{subj}, handle, onDrop)
+	subs, undo, err := d.subscribeAll(nc, []string{subj}, route{handle: handle, onDrop: onDrop})
 	if err != nil {
 		return nil, nil, err
 	}
 	return subs[0], undo, nil
 }
 
-// subscribeAll subscribes handle to every subject of subjs as one route:
-// their messages share one share (dispatchShare) and reach handle in the
-// order the connection received them, across the subjects (an election
-// transport's broadcast and direct subjects). On an error nothing stays
-// subscribed.
-func (d *dispatcher) subscribeAll(nc *nats.Conn, subjs []string, handle nats.MsgHandler, onDrop func()) ([]*nats.Subscription, func(), error) {
+// subscribeAll subscribes every subject of subjs as one route, with rt's
+// handler, admission and drop count: their messages share one share
+// (dispatchShare) and reach the handler in the order the connection
+// received them, across the subjects (an election transport's broadcast and
+// direct subjects). On an error nothing stays subscribed.
+func (d *dispatcher) subscribeAll(nc *nats.Conn, subjs []string, rt route) ([]*nats.Subscription, func(), error) {
 	d.life.Lock()
 	defer d.life.Unlock()
-	r := &route{handle: handle, onDrop: onDrop}
+	r := &route{handle: rt.handle, admit: rt.admit, share: cmp.Or(rt.share, dispatchShare), onDrop: rt.onDrop}
 	var subs []*nats.Subscription
 	for _, subj := range subjs {
 		sub, err := nc.ChanSubscribe(subj, d.ch)
@@ -175,7 +181,8 @@ func (d *dispatcher) admit(m *nats.Msg) {
 	d.mu.Unlock()
 	switch {
 	case r == nil: // unsubscribed
-	case len(r.pending) >= dispatchShare:
+	case r.admit != nil && !r.admit(m): // dropped, and counted, by admit
+	case len(r.pending) >= r.share:
 		if r.onDrop != nil {
 			r.onDrop()
 		}

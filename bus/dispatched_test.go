@@ -164,22 +164,59 @@ func seqs(ms []election.Message) []uint64 {
 	return out
 }
 
-// A dispatched transport still drops a flooding sender over its rate,
-// counted, and another group's message on the same dispatcher gets
-// through.
+// A dispatched transport drops a flooding sender over its rate, counted,
+// before the message takes a place in the dispatcher's queue: another
+// member of the flooded group, and another group on the same dispatcher,
+// still get through.
 func TestDispatchedTransportLimitsAFlood(t *testing.T) {
 	nc, pub := subscriberAndPublisher(t)
 	d := newDispatcher()
 	flooder, _, flooded := dispatchedMember(t, nc, pub, d, "flooded")
 	other, _, quiet := dispatchedMember(t, nc, pub, d, "quiet")
+	honest, err := NewNATSTransport(pub, NATSTransportConfig{Group: "flooded", Self: "c", Members: []string{"a", "b", "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = honest.Close() })
+	// Hold the dispatcher until the flood and the honest message wait in
+	// its queue together: the share of the flooded group's route holds
+	// 64, and only admission by sender keeps the flood out of it.
+	release, held := make(chan struct{}), make(chan struct{})
+	_, undo, err := d.subscribe(nc, "hold", func(*nats.Msg) { close(held); <-release }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer undo()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Publish("hold", nil); err != nil {
+		t.Fatal(err)
+	}
+	<-held
 	const n = 1000
 	for i := range n {
 		_ = flooder.Send(election.Message{Type: election.MsgAck, From: "a", To: "b", Term: 1, Seq: uint64(i + 1)})
 	}
+	if err := honest.Send(election.Message{Type: election.MsgAck, From: "c", To: "b", Term: 1, Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
 	if err := other.Send(election.Message{Type: election.MsgHeartbeat, From: "a", Term: 1, Seq: 1}); err != nil {
 		t.Fatal(err)
 	}
+	poll.Until(t, 10*time.Second, "everything to wait at the dispatcher", func() bool { return len(d.ch) == n+2 })
+	close(release)
 	poll.Until(t, 10*time.Second, "the quiet group's heartbeat", func() bool { return quiet.count() == 1 })
+	poll.UntilWhy(t, 10*time.Second, "the honest member's message in the flooded group", func() (bool, string) {
+		flooded.mu.Lock()
+		defer flooded.mu.Unlock()
+		for _, m := range flooded.msgs {
+			if m.From == "c" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d delivered, dropped %v", len(flooded.msgs), flooded.bad)
+	})
 	poll.UntilWhy(t, 10*time.Second, "every flood message delivered or dropped", func() (bool, string) {
 		flooded.mu.Lock()
 		defer flooded.mu.Unlock()
@@ -187,12 +224,12 @@ func TestDispatchedTransportLimitsAFlood(t *testing.T) {
 		for _, c := range flooded.bad {
 			total += c
 		}
-		return total == n, fmt.Sprintf("%d delivered, dropped %v", len(flooded.msgs), flooded.bad)
+		return total == n+1, fmt.Sprintf("%d delivered, dropped %v", len(flooded.msgs), flooded.bad)
 	})
 	_, burst := SenderRate(0, 3)
 	flooded.mu.Lock()
 	defer flooded.mu.Unlock()
-	if len(flooded.msgs) > int(burst)+20 || flooded.bad[wire.ReasonRateLimited] == 0 {
+	if len(flooded.msgs) > int(burst)+20 || flooded.bad[wire.ReasonRateLimited] == 0 || flooded.bad[wire.ReasonInboxFull] != 0 {
 		t.Errorf("a flood of %d: %d delivered (burst %.0f), dropped %v", n, len(flooded.msgs), burst, flooded.bad)
 	}
 }

@@ -281,7 +281,11 @@ func (t *NATSTransport) subscribe(dispatch *dispatcher) error {
 	if dispatch != nil {
 		// One route for both subjects: their messages keep the order the
 		// connection received them in, as through t.raw.
-		subs, undo, err := dispatch.subscribeAll(t.nc, subjs, t.handled, func() { t.bad(wire.ReasonInboxFull) })
+		// Room for a burst of every member (SenderRate): a member at its
+		// burst cannot crowd the others' messages out.
+		share := int(t.burst) * len(t.members)
+		subs, undo, err := dispatch.subscribeAll(t.nc, subjs, route{handle: t.handled, admit: t.admissible, share: share,
+			onDrop: func() { t.bad(wire.ReasonInboxFull) }})
 		if err != nil {
 			return fmt.Errorf("bus: nats transport: subscribe %s: %w", strings.Join(subjs, ", "), err)
 		}
@@ -519,33 +523,7 @@ func (t *NATSTransport) unsubscribe() error {
 // subject of this member or over its sender's rate, or if the queue is
 // full; otherwise it queues it for decoding. It parses nothing.
 func (t *NATSTransport) admit(msg *nats.Msg) {
-	if len(msg.Data) > wire.MaxMessageSize || headerBytes(msg.Header) > maxHeaderBytes {
-		t.bad(wire.ReasonOversize)
-		return
-	}
-	from, to, ok := wire.SubjectParties(msg.Subject, t.prefix, t.group)
-	switch {
-	case !ok:
-		t.bad(wire.ReasonSubjectMismatch)
-		return
-	case to != "" && to != t.self:
-		t.bad(wire.ReasonNotForMe)
-		return
-	case !t.members[from]:
-		t.bad(wire.ReasonNotMember)
-		return
-	}
-	if t.signing != nil {
-		// What cannot carry a valid signature is dropped here, before it
-		// counts against its sender's rate: a flood of garbage in a
-		// member's name then costs that member nothing.
-		if reason := sigShape(msg.Header); reason != "" {
-			t.bad(reason)
-			return
-		}
-	}
-	if !t.rates.Allow(from, time.Since(t.start)) {
-		t.bad(wire.ReasonRateLimited)
+	if !t.admissible(msg) {
 		return
 	}
 	size := int64(len(msg.Data))
@@ -555,6 +533,42 @@ func (t *NATSTransport) admit(msg *nats.Msg) {
 	}
 	t.queued += size
 	t.work = append(t.work, msg)
+}
+
+// admissible reports whether msg is worth decoding: false, counting why,
+// if it is too large, not an election subject of this member, cannot
+// carry a valid signature, or is over its sender's rate. It parses nothing.
+func (t *NATSTransport) admissible(msg *nats.Msg) bool {
+	if len(msg.Data) > wire.MaxMessageSize || headerBytes(msg.Header) > maxHeaderBytes {
+		t.bad(wire.ReasonOversize)
+		return false
+	}
+	from, to, ok := wire.SubjectParties(msg.Subject, t.prefix, t.group)
+	switch {
+	case !ok:
+		t.bad(wire.ReasonSubjectMismatch)
+		return false
+	case to != "" && to != t.self:
+		t.bad(wire.ReasonNotForMe)
+		return false
+	case !t.members[from]:
+		t.bad(wire.ReasonNotMember)
+		return false
+	}
+	if t.signing != nil {
+		// What cannot carry a valid signature is dropped here, before it
+		// counts against its sender's rate: a flood of garbage in a
+		// member's name then costs that member nothing.
+		if reason := sigShape(msg.Header); reason != "" {
+			t.bad(reason)
+			return false
+		}
+	}
+	if !t.rates.Allow(from, time.Since(t.start)) {
+		t.bad(wire.ReasonRateLimited)
+		return false
+	}
+	return true
 }
 
 // sigShape reports a signature header that is missing or cannot be an
@@ -634,21 +648,17 @@ func (t *NATSTransport) admitWaiting() {
 }
 
 // handled is the receive path of a dispatched transport, on the
-// dispatcher's goroutine: admit, then decode and deliver at once (there is
-// no queue to drain first; the dispatcher's share bounds what waits).
+// dispatcher's goroutine: what admissible let into the dispatcher's share
+// (which bounds what waits, as work does otherwise) is decoded and
+// delivered.
 func (t *NATSTransport) handled(msg *nats.Msg) {
 	t.hmu.Lock()
 	defer t.hmu.Unlock()
 	if t.hclosed {
 		return
 	}
-	t.admit(msg)
-	for i, m := range t.work {
-		t.work[i] = nil
-		t.queued -= int64(len(m.Data))
-		t.handle(m)
-	}
-	t.work = t.work[:0]
+	t.reportDropped()
+	t.handle(msg)
 }
 
 func (t *NATSTransport) handle(msg *nats.Msg) {

@@ -3,6 +3,7 @@ package witness
 import (
 	"container/heap"
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,18 +23,20 @@ const Shards = 32
 // function was called (an input or a request waits) and when its deadline
 // (agent.Driven.Due) comes.
 type shard struct {
-	ready chan *driven // woken agents, each at most once (driven.pending)
-	due   dueHeap      // every live agent, by deadline
+	groups []*driven    // its agents, in the order taken
+	ready  chan *driven // woken agents, each at most once (driven.pending)
+	due    dueHeap      // every live agent, by deadline
 }
 
 // driven is one group's agent on its shard.
 type driven struct {
 	group   string
+	a       *agent.Agent // built with agent.DrivenBy(wake)
 	d       *agent.Driven
 	sh      *shard
 	pending atomic.Bool // in sh.ready
 	at      time.Time   // d.Due() as of its last step
-	idx     int         // in sh.due
+	idx     int         // in sh.due; -1 while not in it (not started, or failed)
 }
 
 func newShards(groups int) []*shard {
@@ -46,6 +49,12 @@ func newShards(groups int) []*shard {
 	return out
 }
 
+// take makes dr one of the shard's agents.
+func (sh *shard) take(dr *driven) {
+	dr.sh = sh
+	sh.groups = append(sh.groups, dr)
+}
+
 // wake queues the agent on its shard, unless it already waits there. It
 // never blocks: the channel holds every group of the shard.
 func (dr *driven) wake() {
@@ -54,20 +63,42 @@ func (dr *driven) wake() {
 	}
 }
 
-func (sh *shard) add(dr *driven) {
-	dr.at = dr.d.Due()
-	heap.Push(&sh.due, dr)
+// start starts the shard's agents (agent.Drive), each stepped from then on.
+// The shards start theirs side by side: opening an agent's bus waits for
+// the server to confirm its subscriptions, a round trip each.
+func (sh *shard) start(fail func(group string, err error)) {
+	for _, dr := range sh.groups {
+		d, err := dr.a.Drive()
+		if err != nil {
+			fail(dr.group, err)
+			continue
+		}
+		dr.d, dr.at = d, d.Due()
+		heap.Push(&sh.due, dr)
+	}
 }
 
-// run steps the shard's agents until ctx ends, then stops them (as Run
-// does); fail is told of an agent that stopped with an error, which is then
+// stop stops the shard's live agents side by side (as Run does when its
+// context ends): closing a bus can wait a second for a server that is
+// gone, and one after another a shard's thirty would wait half a minute.
+func (sh *shard) stop() {
+	var wg sync.WaitGroup
+	for _, dr := range sh.due {
+		wg.Go(func() { _ = dr.d.Stop() })
+	}
+	wg.Wait()
+}
+
+// run starts the shard's agents and steps them until ctx ends, then stops
+// them; fail is told of an agent that stopped with an error, which is then
 // stepped no more.
 func (sh *shard) run(ctx context.Context, fail func(group string, err error)) {
+	sh.start(fail)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	step := func(dr *driven) {
 		if dr.idx < 0 {
-			return // failed before
+			return // not started, or failed
 		}
 		if err := dr.d.Wake(); err != nil {
 			heap.Remove(&sh.due, dr.idx)
@@ -86,11 +117,9 @@ func (sh *shard) run(ctx context.Context, fail func(group string, err error)) {
 		}
 		select {
 		case <-ctx.Done():
-			for _, dr := range sh.due {
-				// As Run's error once its context ended, Stop's is not a
-				// group's failure: a witness hands nothing over.
-				_ = dr.d.Stop()
-			}
+			// As Run's error once its context ended, Stop's is not a
+			// group's failure: a witness hands nothing over.
+			sh.stop()
 			return
 		case dr := <-sh.ready:
 			// Cleared first: an input that arrives while the agent is

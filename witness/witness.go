@@ -66,6 +66,7 @@ type Host struct {
 	c      Config
 	reg    *prometheus.Registry
 	groups []string                // served, in the order given
+	shards []*shard                // step the agents (drive.go)
 	agents map[string]*agent.Agent // by group
 
 	mu     sync.Mutex
@@ -135,10 +136,13 @@ func New(c Config) (*Host, error) {
 	shared := bus.NewShared(c.Conn, c.Log)
 	// One family per metric name for every group (agent.MetricFamilies).
 	fam := agent.NewMetricFamilies(h.reg)
-	for _, cfg := range cfgs {
+	h.shards = newShards(len(cfgs))
+	for i, cfg := range cfgs {
+		dr := &driven{group: cfg.Group, idx: -1}
 		opts := []agent.Option{
 			agent.WithLogger(c.Log), agent.WithVersion(c.Version), agent.WithRegistry(h.reg),
 			agent.WithMetricFamilies(fam), agent.WithSparseMetrics(), bus.WithNATS(c.Conn, bus.InboxSize(InboxSize), bus.SharedConn(shared)),
+			agent.DrivenBy(dr.wake),
 		}
 		if c.AgentOptions != nil {
 			more, err := c.AgentOptions(cfg.Group)
@@ -154,6 +158,8 @@ func New(c Config) (*Host, error) {
 			return nil, fmt.Errorf("witness: group %q: %w", cfg.Group, err)
 		}
 		h.agents[cfg.Group] = a
+		dr.a = a
+		h.shards[i%len(h.shards)].take(dr)
 	}
 	h.running.Set(float64(len(h.groups)))
 	return h, nil
@@ -161,10 +167,10 @@ func New(c Config) (*Host, error) {
 
 // release lets go of the state directories of agents built but never run.
 func (h *Host) release() {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
 	for _, a := range h.agents {
-		_ = a.Run(ctx) // returns at once, closing its store
+		if d, err := a.Drive(); err == nil {
+			_ = d.Stop() // closes its store
+		}
 	}
 }
 
@@ -176,21 +182,15 @@ func (h *Host) release() {
 // Run returns when every agent stopped, with an error naming the groups that
 // failed, if any.
 func (h *Host) Run(ctx context.Context) error {
-	shards := newShards(len(h.groups))
-	for i, g := range h.groups {
-		dr := &driven{group: g, sh: shards[i%len(shards)]}
-		d, err := h.agents[g].Drive(dr.wake)
-		if err != nil {
+	h.c.Log.Info("witness serving", "id", h.c.Agent.ID, "groups", len(h.groups), "goroutines", len(h.shards))
+	fail := func(g string, err error) {
+		if ctx.Err() == nil { // as Run's error once ctx ended, not a failure
 			h.fail(g, err)
-			continue
 		}
-		dr.d = d
-		dr.sh.add(dr)
 	}
-	h.c.Log.Info("witness serving", "id", h.c.Agent.ID, "groups", len(h.groups), "goroutines", len(shards))
 	var wg sync.WaitGroup
-	for _, sh := range shards {
-		wg.Go(func() { sh.run(ctx, h.fail) })
+	for _, sh := range h.shards {
+		wg.Go(func() { sh.run(ctx, fail) })
 	}
 	wg.Wait()
 	if failed := h.Failed(); len(failed) > 0 {
