@@ -23,11 +23,15 @@ import (
 func ConnName(id string) string { return "edge-agent-witness/" + id }
 
 // MemoryLimit is the soft limit on the Go runtime's memory of a witness
-// process serving n groups: run's limit, limit, and room for each group's
-// agent, about 70 KiB of heap and 70 KiB of goroutine stacks (measured at
-// 300 groups). A limit below what the groups need makes the collector run
-// without pause: at 48 KiB a group, 300 groups spent a fifth of a core in
-// it, shrinking and regrowing the same stacks.
+// process serving n groups: run's limit, limit, and 160 KiB for each
+// group's agent. It was set when an agent took about 70 KiB of heap and 70
+// KiB of goroutine stacks (measured at 300 groups); since the host steps
+// the agents on a few goroutines and their series are bare values, a group
+// holds about 20 KiB of live heap (1,000 groups, GOGC=50: 58 MiB RSS), so
+// the limit is far from what the groups need and only stops a flood from
+// growing the process. A limit below that need would make the collector
+// run without pause: at 48 KiB a group, 300 groups once spent a fifth of a
+// core in it, shrinking and regrowing the same stacks.
 func MemoryLimit(limit int64, n int) int64 { return limit + int64(n)*(160<<10) }
 
 // Serve is `edge-agent witness`: it connects to the NATS servers of rc once
