@@ -438,7 +438,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // and the outputs and logs the start. The stepper's close undoes it.
 func (a *Agent) start() (s *stepper, err error) {
 	if !a.lease.running.CompareAndSwap(false, true) {
-		return nil, errors.New("agent: Run called twice")
+		return nil, errors.New("agent: Run or Drive called twice")
 	}
 	s = &stepper{a: a}
 	s.push(func() { a.lease.running.Store(false) })

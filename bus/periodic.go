@@ -1,9 +1,10 @@
 package bus
 
 import (
-	"container/heap"
 	"sync"
 	"time"
+
+	"github.com/edge-agent/edge-agent/internal/dueheap"
 )
 
 // periodic runs f after first and then every d. Every periodic task of the
@@ -66,7 +67,7 @@ var procTimers = &timers{wake: make(chan struct{}, 1)}
 // that runs them when due.
 type timers struct {
 	mu      sync.Mutex
-	h       taskHeap
+	h       dueheap.Heap[*periodic]
 	running bool
 	wake    chan struct{} // a task was added
 }
@@ -75,7 +76,7 @@ func (ts *timers) add(p *periodic, at time.Time) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	p.next = at
-	heap.Push(&ts.h, p)
+	ts.h.Push(p)
 	if !ts.running {
 		ts.running = true
 		go ts.loop()
@@ -89,9 +90,7 @@ func (ts *timers) add(p *periodic, at time.Time) {
 func (ts *timers) remove(p *periodic) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if p.index >= 0 {
-		heap.Remove(&ts.h, p.index)
-	}
+	ts.h.Remove(p)
 }
 
 func (ts *timers) loop() {
@@ -99,12 +98,12 @@ func (ts *timers) loop() {
 	defer t.Stop()
 	for {
 		ts.mu.Lock()
-		if len(ts.h) == 0 {
+		p, ok := ts.h.First()
+		if !ok {
 			ts.running = false
 			ts.mu.Unlock()
 			return
 		}
-		p := ts.h[0]
 		if d := time.Until(p.next); d > 0 {
 			ts.mu.Unlock()
 			t.Reset(d)
@@ -114,7 +113,7 @@ func (ts *timers) loop() {
 			}
 			continue
 		}
-		heap.Pop(&ts.h)
+		ts.h.Pop()
 		ts.mu.Unlock()
 		if p.run() {
 			ts.mu.Lock()
@@ -122,7 +121,7 @@ func (ts *timers) loop() {
 			// gone and, stopped, it would not run anyway.
 			if p.index < 0 && !p.isStopped() {
 				p.next = time.Now().Add(p.d)
-				heap.Push(&ts.h, p)
+				ts.h.Push(p)
 			}
 			ts.mu.Unlock()
 		}
@@ -135,25 +134,6 @@ func (p *periodic) isStopped() bool {
 	return p.stopped
 }
 
-// taskHeap orders tasks by their next run (container/heap).
-type taskHeap []*periodic
-
-func (h taskHeap) Len() int           { return len(h) }
-func (h taskHeap) Less(i, j int) bool { return h[i].next.Before(h[j].next) }
-func (h taskHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-func (h *taskHeap) Push(x any) {
-	p := x.(*periodic)
-	p.index = len(*h)
-	*h = append(*h, p)
-}
-func (h *taskHeap) Pop() any {
-	old := *h
-	p := old[len(old)-1]
-	old[len(old)-1] = nil
-	p.index = -1
-	*h = old[:len(old)-1]
-	return p
-}
+// DueAt and HeapIndex make a task a dueheap.Item: due at its next run.
+func (p *periodic) DueAt() time.Time { return p.next }
+func (p *periodic) HeapIndex() *int  { return &p.index }

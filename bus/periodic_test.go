@@ -65,7 +65,7 @@ func TestPeriodicTasksShareOneGoroutine(t *testing.T) {
 	poll.Until(t, 10*time.Second, "the timers' goroutine to end", func() bool {
 		procTimers.mu.Lock()
 		defer procTimers.mu.Unlock()
-		return !procTimers.running && len(procTimers.h) == 0
+		return !procTimers.running && procTimers.h.Len() == 0
 	})
 }
 

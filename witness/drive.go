@@ -1,13 +1,13 @@
 package witness
 
 import (
-	"container/heap"
 	"context"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/internal/dueheap"
 )
 
 // Shards is how many goroutines step a witness host's agents. A goroutine
@@ -23,9 +23,9 @@ const Shards = 32
 // function was called (an input or a request waits) and when its deadline
 // (agent.Driven.Due) comes.
 type shard struct {
-	groups []*driven    // its agents, in the order taken
-	ready  chan *driven // woken agents, each at most once (driven.pending)
-	due    dueHeap      // every live agent, by deadline
+	groups []*driven             // its agents, in the order taken
+	ready  chan *driven          // woken agents, each at most once (driven.pending)
+	due    dueheap.Heap[*driven] // every live agent, by deadline
 }
 
 // driven is one group's agent on its shard.
@@ -74,7 +74,7 @@ func (sh *shard) start(fail func(group string, err error)) {
 			continue
 		}
 		dr.d, dr.at = d, d.Due()
-		heap.Push(&sh.due, dr)
+		sh.due.Push(dr)
 	}
 }
 
@@ -83,7 +83,7 @@ func (sh *shard) start(fail func(group string, err error)) {
 // gone, and one after another a shard's thirty would wait half a minute.
 func (sh *shard) stop() {
 	var wg sync.WaitGroup
-	for _, dr := range sh.due {
+	for _, dr := range sh.due.All() {
 		wg.Go(func() { _ = dr.d.Stop() })
 	}
 	wg.Wait()
@@ -101,19 +101,18 @@ func (sh *shard) run(ctx context.Context, fail func(group string, err error)) {
 			return // not started, or failed
 		}
 		if err := dr.d.Wake(); err != nil {
-			heap.Remove(&sh.due, dr.idx)
-			dr.idx = -1
+			sh.due.Remove(dr) // idx -1 now
 			fail(dr.group, err)
 			return
 		}
 		dr.at = dr.d.Due()
-		heap.Fix(&sh.due, dr.idx)
+		sh.due.Fix(dr)
 	}
 	for {
-		if len(sh.due) == 0 {
-			timer.Stop()
+		if first, ok := sh.due.First(); ok {
+			timer.Reset(max(time.Until(first.at), 0))
 		} else {
-			timer.Reset(max(time.Until(sh.due[0].at), 0))
+			timer.Stop()
 		}
 		select {
 		case <-ctx.Done():
@@ -131,46 +130,12 @@ func (sh *shard) run(ctx context.Context, fail func(group string, err error)) {
 		// Every agent whose deadline passed, once each: one stepped just
 		// now has a later deadline already.
 		now := time.Now()
-		for _, dr := range sh.dueBy(now) {
+		for _, dr := range sh.due.DueBy(now) {
 			step(dr)
 		}
 	}
 }
 
-// dueBy returns the agents whose deadline is at or before now.
-func (sh *shard) dueBy(now time.Time) []*driven {
-	var out []*driven
-	var walk func(i int)
-	walk = func(i int) {
-		if i >= len(sh.due) || sh.due[i].at.After(now) {
-			return
-		}
-		out = append(out, sh.due[i])
-		walk(2*i + 1)
-		walk(2*i + 2)
-	}
-	walk(0)
-	return out
-}
-
-// dueHeap orders agents by deadline (container/heap).
-type dueHeap []*driven
-
-func (h dueHeap) Len() int           { return len(h) }
-func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h dueHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].idx, h[j].idx = i, j
-}
-func (h *dueHeap) Push(x any) {
-	dr := x.(*driven)
-	dr.idx = len(*h)
-	*h = append(*h, dr)
-}
-func (h *dueHeap) Pop() any {
-	old := *h
-	dr := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return dr
-}
+// DueAt and HeapIndex make an agent a dueheap.Item: due at its deadline.
+func (dr *driven) DueAt() time.Time { return dr.at }
+func (dr *driven) HeapIndex() *int  { return &dr.idx }
