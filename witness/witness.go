@@ -133,8 +133,19 @@ func New(c Config) (*Host, error) {
 	if err := h.reg.Register(led); err != nil {
 		return nil, fmt.Errorf("witness: metrics: %w", err)
 	}
+	if err := h.build(cfgs); err != nil {
+		h.release()
+		return nil, err
+	}
+	h.running.Set(float64(len(h.groups)))
+	return h, nil
+}
+
+// build builds every group's agent, each on a shard, sharing the
+// connection and one family per metric name (agent.MetricFamilies).
+func (h *Host) build(cfgs []agent.Config) error {
+	c := h.c
 	shared := bus.NewShared(c.Conn, c.Log)
-	// One family per metric name for every group (agent.MetricFamilies).
 	fam := agent.NewMetricFamilies(h.reg)
 	h.shards = newShards(len(cfgs))
 	for i, cfg := range cfgs {
@@ -147,22 +158,19 @@ func New(c Config) (*Host, error) {
 		if c.AgentOptions != nil {
 			more, err := c.AgentOptions(cfg.Group)
 			if err != nil {
-				h.release()
-				return nil, fmt.Errorf("witness: group %q: %w", cfg.Group, err)
+				return fmt.Errorf("witness: group %q: %w", cfg.Group, err)
 			}
 			opts = append(opts, more...)
 		}
 		a, err := agent.New(cfg, opts...)
 		if err != nil {
-			h.release()
-			return nil, fmt.Errorf("witness: group %q: %w", cfg.Group, err)
+			return fmt.Errorf("witness: group %q: %w", cfg.Group, err)
 		}
 		h.agents[cfg.Group] = a
 		dr.a = a
 		h.shards[i%len(h.shards)].take(dr)
 	}
-	h.running.Set(float64(len(h.groups)))
-	return h, nil
+	return nil
 }
 
 // release lets go of the state directories of agents built but never run.

@@ -148,27 +148,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 
 // cmdWitness serves as the witness member of many groups in one process,
 // over one NATS connection (package witness).
-//
-// witnessGCPercent is the witness's GOGC unless the environment sets one.
-const witnessGCPercent = 50
-
 func cmdWitness(args []string, stdout, stderr io.Writer) int {
-	if os.Getenv("GOMAXPROCS") == "" {
-		// One processor unless the operator gives more: a witness's work
-		// is many small wake-ups, and with one P none of them wakes a
-		// second thread to hand a message on (13% of a core against
-		// 16-17% at 1,000 pairs, docs/DESIGN-NOTES.md).
-		runtime.GOMAXPROCS(1)
-	}
-	if os.Getenv("GOGC") == "" {
-		// The heap may grow to half again its live data between
-		// collections, not twice (GOGC=100): a witness's live heap is
-		// mostly what it keeps per group and changes slowly, so the
-		// collector's extra runs cost little, and the box's memory is
-		// what it serves sites with (72 MiB against 58 at 1,000 pairs,
-		// docs/DESIGN-NOTES.md).
-		debug.SetGCPercent(witnessGCPercent)
-	}
+	witness.SetRuntimeDefaults()
 	rc, groups, err := config.LoadWitness(args)
 	return daemon(rc, err, witness.MemoryLimit(defaultMemoryLimit, len(groups)), stdout, stderr,
 		"witness --config FILE [--groups G1,G2,... | --groups-file FILE] [run flags]", config.WitnessUsage,

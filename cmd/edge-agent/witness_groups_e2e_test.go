@@ -16,6 +16,7 @@ import (
 	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/journalcheck"
 	"github.com/edge-agent/edge-agent/internal/poll"
+	"github.com/edge-agent/edge-agent/witness"
 )
 
 // witnessHost is one `edge-agent witness` process serving several
@@ -237,8 +238,8 @@ func TestE2EWitnessGroups(t *testing.T) {
 		t.Errorf("witness /metrics: %d, GOMAXPROCS line %q, want go_sched_gomaxprocs_threads 1", code, line)
 	}
 	// And with GOGC=50 unless GOGC says otherwise.
-	if code, body := httpGet(t, "http://"+w.addr+"/metrics"); code != 200 || !strings.Contains(body, fmt.Sprintf("\ngo_gc_gogc_percent %d\n", witnessGCPercent)) {
-		t.Errorf("witness /metrics: %d, want go_gc_gogc_percent %d", code, witnessGCPercent)
+	if code, body := httpGet(t, "http://"+w.addr+"/metrics"); code != 200 || !strings.Contains(body, fmt.Sprintf("\ngo_gc_gogc_percent %d\n", witness.GCPercent)) {
+		t.Errorf("witness /metrics: %d, want go_gc_gogc_percent %d", code, witness.GCPercent)
 	}
 
 	// SIGKILL of south's leader: gw1 or gw2 alone is no quorum of three;
