@@ -443,8 +443,11 @@ func (a *Agent) start() (s *stepper, err error) {
 	s = &stepper{a: a}
 	s.push(func() { a.lease.running.Store(false) })
 	s.push(func() { _ = a.store.Close() })
+	started := false
 	defer func() {
-		if err != nil {
+		// On an error, and on a panic (as Run's deferred calls did),
+		// undo what was done.
+		if !started {
 			s.close()
 		}
 	}()
@@ -470,6 +473,7 @@ func (a *Agent) start() (s *stepper, err error) {
 	s.due = a.mono() + a.cfg.Tick()
 	a.lease.lastLoopRun.Store(int64(a.mono()))
 	a.in.queued = inputs
+	started = true
 	return s, nil
 }
 

@@ -231,3 +231,34 @@ func TestDrivenAgentStopsWhenItsBusCloses(t *testing.T) {
 		}
 	})
 }
+
+// panicBus panics when opened.
+type panicBus struct{ noBus }
+
+func (panicBus) Open(BusHooks) (<-chan Input, error) { panic("bus open") }
+
+// A panic while the agent starts still releases what start took (its state
+// directory, the running flag), as Run's deferred calls did.
+func TestStartReleasesOnPanic(t *testing.T) {
+	cfg := Config{ID: "gw1", Group: "site", Members: []election.Member{{ID: "gw1"}}, Heartbeat: 50 * time.Millisecond, StateDir: t.TempDir()}
+	a, err := New(cfg, WithBus(func(BusContext) (Bus, error) { return panicBus{}, nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("Run did not panic")
+			}
+		}()
+		_ = a.Run(context.Background())
+	}()
+	if a.lease.running.Load() {
+		t.Error("the agent still counts as running after a panic in start")
+	}
+	s, err := OpenFileStore(cfg.StateDir)
+	if err != nil {
+		t.Fatalf("state directory still held after a panic in start: %v", err)
+	}
+	s.Close()
+}
