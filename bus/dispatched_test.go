@@ -110,6 +110,29 @@ func TestDispatchedTransportsShareOneGoroutine(t *testing.T) {
 	}
 }
 
+// holdDispatcher holds d's goroutine in the handler of a subscription of
+// its own until release is called (once), so that messages queue at d.
+func holdDispatcher(t *testing.T, nc, pub *nats.Conn, d *dispatcher) (release func()) {
+	t.Helper()
+	done, held := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(done) }) }
+	_, undo, err := d.subscribe(nc, "hold", func(*nats.Msg) { close(held); <-done }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { release(); undo() }) // a test that failed held still lets go
+
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Publish("hold", nil); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	return release
+}
+
 // A dispatched transport's broadcast and direct messages reach it in the
 // order they were sent, also when they queued at the dispatcher together
 // (one route for both subjects: two would be served in turn).
@@ -119,19 +142,7 @@ func TestDispatchedTransportKeepsOrderAcrossSubjects(t *testing.T) {
 	a, _, r := dispatchedMember(t, nc, pub, d, "site")
 	// Hold the dispatcher's goroutine in another subscription's handler
 	// until every election message waits in its queue.
-	release, held := make(chan struct{}), make(chan struct{})
-	_, undo, err := d.subscribe(nc, "hold", func(*nats.Msg) { close(held); <-release }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer undo()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := pub.Publish("hold", nil); err != nil {
-		t.Fatal(err)
-	}
-	<-held
+	release := holdDispatcher(t, nc, pub, d)
 	// Broadcasts (B) and direct messages (D) in runs: B B B D D B D B B D.
 	var sent []election.Message
 	for i, direct := range []bool{false, false, false, true, true, false, true, false, false, true} {
@@ -145,7 +156,7 @@ func TestDispatchedTransportKeepsOrderAcrossSubjects(t *testing.T) {
 		sent = append(sent, m)
 	}
 	poll.Until(t, 10*time.Second, "the messages to wait at the dispatcher", func() bool { return len(d.ch) == len(sent) })
-	close(release)
+	release()
 	poll.Until(t, 10*time.Second, "every message delivered", func() bool { return r.count() == len(sent) })
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -181,19 +192,7 @@ func TestDispatchedTransportLimitsAFlood(t *testing.T) {
 	// Hold the dispatcher until the flood and the honest message wait in
 	// its queue together: the share of the flooded group's route holds
 	// 64, and only admission by sender keeps the flood out of it.
-	release, held := make(chan struct{}), make(chan struct{})
-	_, undo, err := d.subscribe(nc, "hold", func(*nats.Msg) { close(held); <-release }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer undo()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := pub.Publish("hold", nil); err != nil {
-		t.Fatal(err)
-	}
-	<-held
+	release := holdDispatcher(t, nc, pub, d)
 	const n = 1000
 	for i := range n {
 		_ = flooder.Send(election.Message{Type: election.MsgAck, From: "a", To: "b", Term: 1, Seq: uint64(i + 1)})
@@ -205,7 +204,7 @@ func TestDispatchedTransportLimitsAFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Until(t, 10*time.Second, "everything to wait at the dispatcher", func() bool { return len(d.ch) == n+2 })
-	close(release)
+	release()
 	poll.Until(t, 10*time.Second, "the quiet group's heartbeat", func() bool { return quiet.count() == 1 })
 	poll.UntilWhy(t, 10*time.Second, "the honest member's message in the flooded group", func() (bool, string) {
 		flooded.mu.Lock()
