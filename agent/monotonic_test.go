@@ -90,7 +90,7 @@ var allowedClockUse = map[string]string{
 	// The members' protocol versions: an announcement's age and a
 	// member's silence are differences of readings that carry monotonic
 	// clocks (Sub uses them); the rate limit measures from a base.
-	"bus/protocol.go: announce: time.Now":   "an announcement's arrival and the periodic re-reading: ages by Sub, monotonic",
+	"bus/protocol.go: announce: time.Now":   "an announcement's arrival, the periodic re-reading and a louder site's next announcement (sooner: compared by After): ages by Sub, monotonic",
 	"bus/protocol.go: announce: time.Since": "monotonic: the rate limit's base carries a monotonic reading",
 	"bus/protocol.go: Protocol: time.Now":   "the instant of the view: ages by Sub, monotonic",
 	// The periodic tasks' schedule: next runs are readings that carry a

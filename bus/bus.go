@@ -219,7 +219,7 @@ func (b *Bus) Open(h agent.BusHooks) (ch <-chan agent.Input, err error) {
 	for i, m := range b.c.Config.Members {
 		ids[i] = m.ID
 	}
-	proto := newProtocols(b.c.Config.ID, b.c.Version, ids, 3*interval, h.OnProtocol)
+	proto := newProtocols(b.c.Config.ID, b.c.Version, ids, interval, h.OnProtocol)
 	t, err := b.transport(h, mb, proto)
 	if err != nil {
 		return nil, err

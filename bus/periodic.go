@@ -2,6 +2,7 @@ package bus
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edge-agent/edge-agent/internal/dueheap"
@@ -15,7 +16,7 @@ import (
 // block: it delays the others. Runs never overlap; after stop returns none
 // is running and none starts.
 type periodic struct {
-	d time.Duration
+	d atomic.Int64 // the period (setEvery)
 	f func()
 
 	mu      sync.Mutex // held while f runs
@@ -27,10 +28,19 @@ type periodic struct {
 }
 
 func startPeriodic(first, d time.Duration, f func()) *periodic {
-	p := &periodic{d: d, f: f, index: -1}
+	p := &periodic{f: f, index: -1}
+	p.d.Store(int64(d))
 	procTimers.add(p, time.Now().Add(first))
 	return p
 }
+
+// setEvery makes d the period from the next run on (the run scheduled
+// already stays; see sooner).
+func (p *periodic) setEvery(d time.Duration) { p.d.Store(int64(d)) }
+
+// sooner moves the next run to at if it was scheduled later; it does
+// nothing to a task that is running or stopped.
+func (p *periodic) sooner(at time.Time) { procTimers.sooner(p, at) }
 
 // run runs f unless stopped; it reports whether to run again.
 func (p *periodic) run() bool {
@@ -87,6 +97,20 @@ func (ts *timers) add(p *periodic, at time.Time) {
 	}
 }
 
+func (ts *timers) sooner(p *periodic, at time.Time) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if p.index < 0 || !p.next.After(at) {
+		return
+	}
+	p.next = at
+	ts.h.Fix(p)
+	select {
+	case ts.wake <- struct{}{}:
+	default:
+	}
+}
+
 func (ts *timers) remove(p *periodic) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -120,7 +144,7 @@ func (ts *timers) loop() {
 			// Not if stopped meanwhile: stop removed it, or will find it
 			// gone and, stopped, it would not run anyway.
 			if p.index < 0 && !p.isStopped() {
-				p.next = time.Now().Add(p.d)
+				p.next = time.Now().Add(time.Duration(p.d.Load()))
 				ts.h.Push(p)
 			}
 			ts.mu.Unlock()

@@ -130,3 +130,28 @@ func TestNewsAnswersOneAnInterval(t *testing.T) {
 		t.Error("news after a quiet interval not answered at once")
 	}
 }
+
+// sooner brings a task's next run forward, never back, and setEvery sets
+// the period of the runs after it.
+func TestPeriodicSoonerAndSetEvery(t *testing.T) {
+	var runs atomic.Int64
+	p := startPeriodic(time.Hour, time.Hour, func() { runs.Add(1) })
+	defer p.stop()
+	next := func() time.Time {
+		procTimers.mu.Lock()
+		defer procTimers.mu.Unlock()
+		return p.next
+	}
+	scheduled := next()
+	p.sooner(scheduled.Add(time.Minute))
+	if got := next(); !got.Equal(scheduled) {
+		t.Fatalf("sooner to a later time moved the run from %v to %v", scheduled, got)
+	}
+	p.setEvery(time.Millisecond)
+	if got := next(); !got.Equal(scheduled) {
+		t.Fatalf("setEvery moved the scheduled run from %v to %v", scheduled, got)
+	}
+	p.sooner(time.Now())
+	// Brought forward, it runs; then every millisecond.
+	poll.Until(t, 10*time.Second, "the task ran 3 times", func() bool { return runs.Load() >= 3 })
+}

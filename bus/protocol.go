@@ -24,27 +24,63 @@ import (
 type protocols struct {
 	self     string
 	build    string
-	ttl      time.Duration // an announcement older than this is forgotten
+	interval time.Duration // the announcements' period on a site below wire.ProtocolQuiet
 	onChange func(agent.ProtocolView)
 	members  []string // the group, self included
 
 	mu    sync.Mutex
 	peers map[string]*peerState
 	last  agent.ProtocolView // as last reported
+	// onLouder, when set, is called (p.mu held) when the site's version
+	// falls below wire.ProtocolQuiet: this member announces every interval
+	// again, from at most an interval on.
+	onLouder func()
+	quietNow bool // the site ran wire.ProtocolQuiet or later when last reported
 }
 
 type peerState struct {
-	announced time.Time // zero: never (a build of protocol 1)
+	announced time.Time     // zero: never (a build of protocol 1)
+	ttl       time.Duration // its announcement is forgotten after this (forgets)
 	min, max  int
 	build     string
 	confirmed bool      // its last message said its version (or it just announced)
 	heard     time.Time // its last election message or announcement
 }
 
-func newProtocols(self, build string, members []string, ttl time.Duration, onChange func(agent.ProtocolView)) *protocols {
-	return &protocols{self: self, build: build, ttl: ttl, onChange: onChange, members: members,
+// announcementsForgotten is how many of a member's periods pass before its
+// announcement is forgotten: two may be lost.
+const announcementsForgotten = 3
+
+func newProtocols(self, build string, members []string, interval time.Duration, onChange func(agent.ProtocolView)) *protocols {
+	return &protocols{self: self, build: build, interval: interval, onChange: onChange, members: members,
 		peers: map[string]*peerState{},
 		last:  agent.ProtocolView{Site: wire.ProtocolMax}}
+}
+
+// forgets is how long an announcement that said period every stays fresh:
+// three of its member's periods, and for a build of protocol 2 (no period
+// said) three intervals. A period is taken within interval..quiet(), so a
+// member cannot make its word last longer than a quiet member's.
+func (p *protocols) forgets(every time.Duration) time.Duration {
+	return announcementsForgotten * min(max(every, p.interval), p.quiet())
+}
+
+// quiet is the announcements' period on a site that runs wire.ProtocolQuiet.
+func (p *protocols) quiet() time.Duration { return wire.QuietAnnouncements * p.interval }
+
+// fresh reports whether s's announcement is still remembered at now.
+func fresh(s *peerState, now time.Time) bool {
+	return !s.announced.IsZero() && now.Sub(s.announced) <= s.ttl
+}
+
+// period is how long until this member announces again, as the view at
+// now allows (p.mu held): every member reads the period it says only from
+// wire.ProtocolQuiet on.
+func (p *protocols) period(now time.Time) time.Duration {
+	if p.view(now, false).Site >= wire.ProtocolQuiet {
+		return p.quiet()
+	}
+	return p.interval
 }
 
 func (p *protocols) peer(id string) *peerState {
@@ -82,8 +118,11 @@ func (p *protocols) announced(a wire.Announcement, now time.Time) (news bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.peer(a.From)
-	news = s.announced.IsZero() || now.Sub(s.announced) > p.ttl
+	// A member that changed its range (a build flashed without a pause)
+	// is news as well as one that was forgotten.
+	news = !fresh(s, now) || s.min != a.Min || s.max != a.Max
 	s.announced, s.min, s.max, s.build, s.heard = now, a.Min, a.Max, a.Build, now
+	s.ttl = p.forgets(a.Every)
 	s.confirmed = true
 	p.changed(now)
 	return news
@@ -91,7 +130,7 @@ func (p *protocols) announced(a wire.Announcement, now time.Time) (news bool) {
 
 // levelOf is the version a member reads (p.mu held).
 func (p *protocols) levelOf(s *peerState, now time.Time) int {
-	if s == nil || s.announced.IsZero() || now.Sub(s.announced) > p.ttl || !s.confirmed || !wire.Overlaps(s.min, s.max) {
+	if s == nil || !fresh(s, now) || !s.confirmed || !wire.Overlaps(s.min, s.max) {
 		return 1
 	}
 	return min(s.max, wire.ProtocolMax)
@@ -113,7 +152,7 @@ func (p *protocols) refused(id string, now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.peers[id]
-	return s != nil && !s.announced.IsZero() && now.Sub(s.announced) <= p.ttl && !wire.Overlaps(s.min, s.max)
+	return s != nil && fresh(s, now) && !wire.Overlaps(s.min, s.max)
 }
 
 // view computes the protocol view at now (p.mu held). Every member of the
@@ -137,7 +176,7 @@ func (p *protocols) view(now time.Time, members bool) agent.ProtocolView {
 		if s == nil {
 			s = &peerState{min: 1, max: 1}
 		}
-		fresh := !s.announced.IsZero() && now.Sub(s.announced) <= p.ttl
+		fresh := fresh(s, now)
 		if members {
 			if fresh {
 				v.Members[id] = agent.PeerProtocol{Min: s.min, Max: s.max, Build: s.build}
@@ -166,6 +205,12 @@ func (p *protocols) changed(now time.Time) {
 	if v.Site == p.last.Site && slices.Equal(v.Below, p.last.Below) && slices.Equal(v.Mismatch, p.last.Mismatch) {
 		return
 	}
+	if quiet := v.Site >= wire.ProtocolQuiet; quiet != p.quietNow {
+		p.quietNow = quiet
+		if !quiet && p.onLouder != nil {
+			p.onLouder()
+		}
+	}
 	p.last = v
 	if p.onChange != nil {
 		p.onChange(p.view(now, true))
@@ -181,11 +226,15 @@ func (p *protocols) snapshot(now time.Time) agent.ProtocolView {
 	return v
 }
 
-// announce runs this member's announcements: at once, every interval, at
-// once again when a member announces news (a restart, a new member; at most
-// once an interval), and
-// re-reads the view every interval so that members that went quiet stop
-// counting. It subscribes on nc and returns the undo.
+// announce runs this member's announcements: at once, every period, at
+// once again when a member announces news (a restart, a new member, a
+// changed range; at most once an interval), and re-reads the view every
+// period so that members that went quiet stop counting. The period is the
+// interval, and QuietAnnouncements intervals on a site that runs
+// wire.ProtocolQuiet (every member reads the period an announcement says);
+// when the site falls below it, the next announcement comes within an
+// interval. Each announcement says the period until the next at the
+// latest. It subscribes on nc and returns the undo.
 func (b *Bus) announce(t *NATSTransport, p *protocols, interval time.Duration) (func(), error) {
 	cfg := b.c.Config
 	prefix, group := cfg.SubjectPrefix, cfg.Group
@@ -198,12 +247,27 @@ func (b *Bus) announce(t *NATSTransport, p *protocols, interval time.Duration) (
 	answer := newsAnswers{interval: interval}
 	// The first announcement goes once subscribed (below), so that a
 	// member answering it at once is heard.
-	ann := startPeriodic(interval, interval, func() {
+	var ann *periodic
+	// publish announces with the period as the view at now allows, which
+	// the next regular announcement keeps (setEvery: under p.mu, so that
+	// a louder view's sooner, below, cannot be undone).
+	publish := func() {
+		now := time.Now()
 		p.mu.Lock()
-		p.changed(time.Now())
+		p.changed(now)
+		every := p.period(now)
+		ann.setEvery(every)
 		p.mu.Unlock()
-		b.publishAnnouncement()
-	})
+		b.publishAnnouncement(every)
+	}
+	// Started under p.mu, which publish takes before it reads ann.
+	p.mu.Lock()
+	ann = startPeriodic(interval, interval, publish)
+	p.onLouder = func() {
+		ann.setEvery(interval)
+		ann.sooner(time.Now().Add(interval))
+	}
+	p.mu.Unlock()
 	_, unsub, err := b.subscribe(dispatchAnnounce, wire.AnnounceWildcard(prefix, group), func(msg *nats.Msg) {
 		from, ok := wire.AnnounceSender(msg.Subject, prefix, group)
 		if !ok || !members[from] || from == cfg.ID {
@@ -231,7 +295,7 @@ func (b *Bus) announce(t *NATSTransport, p *protocols, interval time.Duration) (
 		if at := time.Now(); p.announced(a, at) {
 			ann.also(func() {
 				if answer.allow(at) {
-					b.publishAnnouncement()
+					publish()
 				}
 			})
 		}
@@ -240,7 +304,7 @@ func (b *Bus) announce(t *NATSTransport, p *protocols, interval time.Duration) (
 		ann.stop()
 		return nil, err
 	}
-	ann.also(b.publishAnnouncement)
+	ann.also(publish)
 	return func() {
 		ann.stop()
 		unsub()
@@ -265,8 +329,9 @@ func (n *newsAnswers) allow(at time.Time) bool {
 	return true
 }
 
-// publishAnnouncement says this member's protocol range and build.
-func (b *Bus) publishAnnouncement() {
+// publishAnnouncement says this member's protocol range and build, and
+// that it announces again within every.
+func (b *Bus) publishAnnouncement(every time.Duration) {
 	cfg := b.c.Config
 	if !b.nc.IsConnected() {
 		return
@@ -275,7 +340,7 @@ func (b *Bus) publishAnnouncement() {
 	if len(build) > 64 {
 		build = build[:64]
 	}
-	data, err := wire.EncodeAnnouncement(cfg.Group, wire.Announcement{From: cfg.ID, Min: wire.ProtocolMin, Max: wire.ProtocolMax, Build: build})
+	data, err := wire.EncodeAnnouncement(cfg.Group, wire.Announcement{From: cfg.ID, Min: wire.ProtocolMin, Max: wire.ProtocolMax, Build: build, Every: every})
 	if err != nil {
 		return
 	}
@@ -311,11 +376,16 @@ func badReason(err error) string {
 	return wire.ReasonMalformed
 }
 
-// announceInterval is how often a member announces its protocol range: once
-// per heartbeat period H (at least 100 ms). Announcements are forgotten
-// after three (D at the default k = 3): a gateway flashed back to an older
-// build, which announces nothing and cannot read what a newer one sends, is
-// sent messages it drops for at most that long after it starts, or less, until
-// its first message (without "pv") reaches the others; a member that
-// restarted waits D before it votes or stands anyway.
+// announceInterval is how often a member announces its protocol range on a
+// site below wire.ProtocolQuiet: once per heartbeat period H (at least
+// 100 ms). Announcements are forgotten after three of their member's
+// periods (D at the default k = 3 on such a site). A gateway flashed back to
+// a build of protocol 1, which announces nothing and cannot read what a
+// newer one sends, is sent messages it drops until its first message
+// (without "pv") reaches the others, or its announcement is forgotten: on
+// a site of protocol 3, which announces every wire.QuietAnnouncements
+// periods, that is 30 H, but its first message comes sooner (it hears no
+// leader it can read, and stands after D), and a member that restarted
+// waits D before it votes or stands anyway. A build of protocol 2 or later
+// announces at once when it starts, which is news to the others.
 func announceInterval(h time.Duration) time.Duration { return max(h, 100*time.Millisecond) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/edge-agent/edge-agent/election"
 )
@@ -24,10 +25,28 @@ import (
 //	2  announces its range on AnnounceSubject; says "pv" in its messages;
 //	   an acknowledgement may say "drained" (edge-agent drain); a candidate
 //	   that gives up sends "withdraw", which frees its voters
+//	3  an announcement says how often its member announces ("every", in
+//	   milliseconds), and a member forgets another's announcement after
+//	   three of that member's periods; on a site running protocol 3 the
+//	   members announce every QuietAnnouncements heartbeat periods instead
+//	   of every period
 const (
 	ProtocolMin = 1
-	ProtocolMax = 2
+	ProtocolMax = 3
 )
+
+// ProtocolQuiet is the first protocol version whose members read an
+// announcement's period ("every"): a member announces less often only on
+// a site that runs it, since a member of protocol 2 forgets an
+// announcement after three heartbeat periods whatever it says.
+const ProtocolQuiet = 3
+
+// QuietAnnouncements is how many heartbeat periods apart a member
+// announces itself on a site that runs ProtocolQuiet or later.
+const QuietAnnouncements = 10
+
+// maxEvery bounds an announcement's period.
+const maxEvery = time.Hour
 
 // announceToken ends an announcement's subject. It is not a valid member
 // id, so no agent's election subscription (el.*.<id>) matches it: agents of
@@ -55,11 +74,14 @@ func AnnounceSender(subject, prefix, group string) (string, bool) {
 }
 
 // Announcement is what a member says of itself: the protocol versions it
-// speaks and its build.
+// speaks and its build, and from protocol 3 on how long until it
+// announces again at the latest (Every; 0: not said, a build of protocol
+// 2, which announces every heartbeat period).
 type Announcement struct {
 	From     string
 	Min, Max int
 	Build    string
+	Every    time.Duration
 }
 
 // maxBuildLen bounds the build string of an announcement.
@@ -73,6 +95,7 @@ type wireAnnouncement struct {
 	Min   int    `json:"min"`
 	Max   int    `json:"max"`
 	Build string `json:"build,omitempty"`
+	Every int64  `json:"every,omitempty"` // milliseconds
 }
 
 const announcementType = "protocol"
@@ -82,7 +105,7 @@ func EncodeAnnouncement(group string, a Announcement) ([]byte, error) {
 	if err := a.check(); err != nil {
 		return nil, err
 	}
-	return json.Marshal(wireAnnouncement{V: WireVersion, Group: group, Type: announcementType, From: a.From, Min: a.Min, Max: a.Max, Build: a.Build})
+	return json.Marshal(wireAnnouncement{V: WireVersion, Group: group, Type: announcementType, From: a.From, Min: a.Min, Max: a.Max, Build: a.Build, Every: a.Every.Milliseconds()})
 }
 
 // DecodeAnnouncement parses and checks an announcement received on subject:
@@ -109,7 +132,10 @@ func DecodeAnnouncement(data []byte, subject, prefix, group string) (Announcemen
 	if !ok || from != w.From {
 		return Announcement{}, bad(ReasonSubjectMismatch, "announcement from %q on %q", w.From, subject)
 	}
-	a := Announcement{From: w.From, Min: w.Min, Max: w.Max, Build: w.Build}
+	if w.Every < 0 || w.Every > maxEvery.Milliseconds() {
+		return Announcement{}, bad(ReasonBadField, "announcement period of %d ms", w.Every)
+	}
+	a := Announcement{From: w.From, Min: w.Min, Max: w.Max, Build: w.Build, Every: time.Duration(w.Every) * time.Millisecond}
 	if err := a.check(); err != nil {
 		return Announcement{}, err
 	}
@@ -122,6 +148,9 @@ func (a Announcement) check() error {
 	}
 	if a.Min < 1 || a.Max < a.Min || a.Max > 1<<16 {
 		return bad(ReasonBadField, "protocol range %d..%d", a.Min, a.Max)
+	}
+	if a.Every < 0 || a.Every > maxEvery {
+		return bad(ReasonBadField, "announcement period %s", a.Every)
 	}
 	if len(a.Build) > maxBuildLen {
 		return bad(ReasonBadField, "build of %d bytes", len(a.Build))

@@ -3,9 +3,11 @@ package wire
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edge-agent/edge-agent/election"
 )
@@ -67,8 +69,8 @@ func TestEncodeAtProtocol1(t *testing.T) {
 		if err != nil || in.Protocol != ProtocolMax {
 			t.Fatalf("%s at protocol %d: decoded protocol %d, err %v (%s)", m.Type, ProtocolMax, in.Protocol, err, cur)
 		}
-		if strings.Contains(string(old), `"pv"`) || !strings.Contains(string(cur), `"pv":2`) {
-			t.Errorf("pv: protocol 1 %s, protocol 2 %s", old, cur)
+		if strings.Contains(string(old), `"pv"`) || !strings.Contains(string(cur), fmt.Sprintf(`"pv":%d`, ProtocolMax)) {
+			t.Errorf("pv: protocol 1 %s, protocol %d %s", old, ProtocolMax, cur)
 		}
 		if m.Drained && (in.Msg.Drained != true || strings.Contains(string(old), "drained")) {
 			t.Errorf("drained: protocol 1 %s, protocol 2 %s decoded %+v", old, cur, in.Msg)
@@ -86,7 +88,7 @@ func TestAnnouncement(t *testing.T) {
 	if election.ValidID(announceToken) {
 		t.Fatalf("%q is a valid member id", announceToken)
 	}
-	a := Announcement{From: "gw1", Min: 1, Max: 2, Build: "v1.2.3"}
+	a := Announcement{From: "gw1", Min: 1, Max: 3, Build: "v1.2.3", Every: 1500 * time.Millisecond}
 	data, err := EncodeAnnouncement("g", a)
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +96,14 @@ func TestAnnouncement(t *testing.T) {
 	got, err := DecodeAnnouncement(data, subj, "p", "g")
 	if err != nil || got != a {
 		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	if !strings.Contains(string(data), `"every":1500`) {
+		t.Errorf("the period goes in milliseconds: %s", data)
+	}
+	// A build of protocol 2 says no period.
+	old := strings.Replace(string(data), `,"every":1500`, ``, 1)
+	if got, err := DecodeAnnouncement([]byte(old), subj, "p", "g"); err != nil || got.Every != 0 {
+		t.Errorf("an announcement without a period: %+v, %v", got, err)
 	}
 	// Later protocols may add keys.
 	more := strings.Replace(string(data), `"v":1`, `"v":1,"features":["x"]`, 1)
@@ -107,9 +117,12 @@ func TestAnnouncement(t *testing.T) {
 		{"other sender", string(data), AnnounceSubject("p", "g", "gw2"), ReasonSubjectMismatch},
 		{"election subject", string(data), BroadcastSubject("p", "g", "gw1"), ReasonSubjectMismatch},
 		{"group", strings.Replace(string(data), `"group":"g"`, `"group":"h"`, 1), subj, ReasonWrongGroup},
-		{"range", strings.Replace(string(data), `"min":1`, `"min":3`, 1), subj, ReasonBadField},
+		{"range", strings.Replace(string(data), `"min":1`, `"min":4`, 1), subj, ReasonBadField},
 		{"zero", strings.Replace(string(data), `"min":1`, `"min":0`, 1), subj, ReasonBadField},
 		{"build", strings.Replace(string(data), `v1.2.3`, `v1\n`, 1), subj, ReasonBadField},
+		{"negative period", strings.Replace(string(data), `"every":1500`, `"every":-1`, 1), subj, ReasonBadField},
+		{"period over an hour", strings.Replace(string(data), `"every":1500`, `"every":3600001`, 1), subj, ReasonBadField},
+		{"period not an integer", strings.Replace(string(data), `"every":1500`, `"every":1.5`, 1), subj, ReasonMalformed},
 		{"type", strings.Replace(string(data), `"protocol"`, `"heartbeat"`, 1), subj, ReasonUnknownVersion},
 		{"oversize", `{"v":1,"build":"` + strings.Repeat("x", 2000) + `"}`, subj, ReasonOversize},
 	} {
@@ -119,7 +132,7 @@ func TestAnnouncement(t *testing.T) {
 			t.Errorf("%s: err %v, want reason %s", tc.name, err, tc.reason)
 		}
 	}
-	if !Overlaps(1, 1) || !Overlaps(2, 5) || Overlaps(3, 4) {
+	if !Overlaps(1, 1) || !Overlaps(3, 5) || Overlaps(ProtocolMax+1, ProtocolMax+2) {
 		t.Error("Overlaps")
 	}
 }
