@@ -11,8 +11,14 @@
 // gateways' own timers spread them. -read-batch reads the connection as
 // `edge-agent witness --read-batch` does (edge.ReadBatch).
 //
+// -announce-every and -dup-every send the announcements and the
+// duplicate-id checks once in that many periods instead (protocol 3
+// announces every ten), and -tick sets how often this process's own sends
+// are made.
+//
 //	go run ./bench/witnessfloor -groups 1000 -read-batch 0
 //	go run ./bench/witnessfloor -groups 1000 -read-batch 5ms
+//	GOMAXPROCS=1 go run ./bench/witnessfloor -groups 1000 -read-batch 5ms -announce-every 10 -dup-every 3
 package main
 
 import (
@@ -59,13 +65,19 @@ func run(args []string) error {
 	h := fs.Duration("heartbeat", time.Second, "heartbeat period H")
 	window := fs.Duration("window", 30*time.Second, "measured window (after 5 s of warm-up)")
 	batch := fs.Duration("read-batch", 0, "read the connection in batches of this long (0: each message at once)")
+	annEvery := fs.Int("announce-every", 1, "every member announces its protocol range once in this many periods")
+	tickEvery := fs.Duration("tick", time.Millisecond, "the witness's own timer: its sends are made this often, each what fell due")
+	dupEvery := fs.Int("dup-every", 1, "the witness sends its duplicate-id check once in this many periods")
 	_ = fs.Parse(args)
+	if *annEvery < 1 || *dupEvery < 1 {
+		return fmt.Errorf("-announce-every and -dup-every must be at least 1")
+	}
 
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	child := exec.Command(self, "load", "-groups", fmt.Sprint(*groups), "-heartbeat", h.String())
+	child := exec.Command(self, "load", "-groups", fmt.Sprint(*groups), "-heartbeat", h.String(), "-announce-every", fmt.Sprint(*annEvery))
 	stdin, err := child.StdinPipe()
 	if err != nil {
 		return err
@@ -114,22 +126,30 @@ func run(args []string) error {
 			acks.Add(1)
 		}
 	}()
-	go every(*groups, *h, time.Millisecond, func(i int) {
-		_ = nc.Publish("edge."+group(i)+".w.announce", payload[:80])
-		_ = nc.Publish("edge."+group(i)+".w.dup", payload[:80])
+	var sentOwn atomic.Int64
+	go every(*groups, *h, *tickEvery, func(n int) {
+		i, round := n%*groups, n / *groups
+		if (round+i)%*annEvery == 0 {
+			_ = nc.Publish("edge."+group(i)+".w.announce", payload[:80])
+			sentOwn.Add(1)
+		}
+		if (round+i)%*dupEvery == 0 {
+			_ = nc.Publish("edge."+group(i)+".w.dup", payload[:80])
+			sentOwn.Add(1)
+		}
 	})
 	time.Sleep(5 * time.Second) // warm-up: not a wait for a condition
-	c0, t0, i0, a0 := cpu(), time.Now(), in.Load(), acks.Load()
+	c0, t0, i0, a0, o0 := cpu(), time.Now(), in.Load(), acks.Load(), sentOwn.Load()
 	time.Sleep(*window)
-	c1, t1, i1, a1 := cpu(), time.Now(), in.Load(), acks.Load()
+	c1, t1, i1, a1, o1 := cpu(), time.Now(), in.Load(), acks.Load(), sentOwn.Load()
 	sec := t1.Sub(t0).Seconds()
 	fmt.Printf("witnessfloor: %d groups, H=%s, read batch %s: CPU %.2f%% of a core; received %.0f/s, sent %.0f/s (GOMAXPROCS %d)\n",
-		*groups, *h, *batch, 100*float64(c1-c0)/float64(t1.Sub(t0)), float64(i1-i0)/sec, float64(a1-a0)/sec+2*float64(*groups)/h.Seconds(), runtime.GOMAXPROCS(0))
+		*groups, *h, *batch, 100*float64(c1-c0)/float64(t1.Sub(t0)), float64(i1-i0)/sec, float64(a1-a0+o1-o0)/sec, runtime.GOMAXPROCS(0))
 	return nil
 }
 
-// every calls f(i) once every h for each of n groups, the calls spread
-// over h, a tick's worth at a time.
+// every calls f(k) for k = 0, 1, 2, ...: once every h for each of n groups
+// (group k%n, round k/n), the calls spread over h, a tick's worth at a time.
 func every(n int, h, tickEvery time.Duration, f func(int)) {
 	tick := time.NewTicker(tickEvery)
 	defer tick.Stop()
@@ -138,7 +158,7 @@ func every(n int, h, tickEvery time.Duration, f func(int)) {
 	for range tick.C {
 		due := int(time.Since(start) * time.Duration(n) / h)
 		for ; done < due; done++ {
-			f(done % n)
+			f(done)
 		}
 	}
 }
@@ -156,6 +176,7 @@ func load(args []string) error {
 	fs := flag.NewFlagSet("load", flag.ExitOnError)
 	groups := fs.Int("groups", 1000, "")
 	h := fs.Duration("heartbeat", time.Second, "")
+	annEvery := fs.Int("announce-every", 1, "")
 	_ = fs.Parse(args)
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true})
 	if err != nil {
@@ -176,11 +197,14 @@ func load(args []string) error {
 		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 		os.Exit(0)
 	}()
-	every(*groups, *h, time.Millisecond, func(i int) {
+	every(*groups, *h, time.Millisecond, func(n int) {
+		i, round := n%*groups, n / *groups
 		g, nc := group(i), conns[i%len(conns)]
 		_ = nc.Publish("edge."+g+".gw1", payload)
-		_ = nc.Publish("edge."+g+".gw1.announce", payload[:80])
-		_ = nc.Publish("edge."+g+".gw2.announce", payload[:80])
+		if (round+i)%*annEvery == 0 {
+			_ = nc.Publish("edge."+g+".gw1.announce", payload[:80])
+			_ = nc.Publish("edge."+g+".gw2.announce", payload[:80])
+		}
 	})
 	return nil
 }
