@@ -78,6 +78,20 @@ type core struct {
 	// pre-vote: the leader stopped, and the others were told too.
 	goneAt   int64
 	goneTerm uint64
+	// goneLeader is the leadership that report was about: the member, the
+	// term it was backed in, the connection its heartbeats announced, and
+	// the tick of the report. A heartbeat of that term announcing that
+	// connection that arrives within AnswerTicks of the report was most
+	// likely sent before the connection closed (it came over the election
+	// connection, the report over another): it does not back the member
+	// again. After that window it does, so that a false report (a
+	// middlebox's close, a live leader) costs a member one failed election,
+	// as before, and not its leader for the rest of the term.
+	goneLeader struct {
+		id, conn string
+		term     uint64
+		at       int64
+	}
 	// pendingPre holds pre-vote requests deferred while a live leader was
 	// heard, by requester; they are answered when the leader goes silent.
 	pendingPre map[string]pendingMsg
@@ -788,6 +802,7 @@ func (c *core) LeaderGone(id, conn string) bool {
 		return false
 	}
 	c.goneAt, c.goneTerm = c.now, c.hs.Term
+	c.goneLeader.id, c.goneLeader.conn, c.goneLeader.term, c.goneLeader.at = id, conn, c.backedTerm, c.now
 	c.release(id)
 	c.fireDue()
 	return true
@@ -980,6 +995,11 @@ func (c *core) stepHeartbeat(m Message) error {
 		// the same seq that this member never heard.)
 		c.send(Message{Type: MsgAck, To: m.From, Term: c.hs.Term})
 		c.event(EventStaleTerm, m.From, ReasonStaleHeartbeat)
+		return nil
+	}
+	if g := c.goneLeader; m.From == g.id && m.Term == g.term && m.Conn == g.conn && c.now-g.at <= int64(c.cfg.AnswerTicks) {
+		// Sent, most likely, before the connection it announces closed,
+		// and arrived after the report: it changes nothing.
 		return nil
 	}
 	if m.Term == c.hs.Term && c.role == Leader {

@@ -70,3 +70,32 @@ func TestStaleOrWrongLeaderGoneChangesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestHeartbeatSentBeforeTheReportChangesNothing: the leader's last
+// heartbeat can arrive after the report that its connection closed (it came
+// over the election connection, the report over another). It was sent
+// before the close, so it must not back the dead leader again: the members
+// still elect without a tick. (Seen in make bench: a follower re-backed the
+// killed leader 0.4 ms after the report, refused the successor as "live
+// leader", and the failover took D, 312.9 ms.)
+func TestHeartbeatSentBeforeTheReportChangesNothing(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 5, newNode, nil)
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		s.run(20)
+		term := s.term("n5")
+		late := Message{Type: MsgHeartbeat, From: "n5", Term: term, Seq: 1 << 20, Conn: s.connOf("n5"), Alive: s.ids}
+		s.crash("n5")
+		for _, o := range s.running() {
+			s.nodes[o].LeaderGone("n5", s.connOf("n5"))
+			if err := s.nodes[o].Step(late); err != nil {
+				t.Fatalf("%s: %v", o, err)
+			}
+			s.collect(o)
+		}
+		s.stabilize()
+		if l, ok := s.agreed(); !ok || l != "n4" || s.term("n4") <= term {
+			t.Fatalf("no new leader without a tick after a late heartbeat: %s", s.describe())
+		}
+	})
+}
