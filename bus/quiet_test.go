@@ -68,14 +68,7 @@ func (l *announcementLog) since(from string, t time.Time) []heardAnnouncement {
 // first as a build of protocol 3 that announces and sends nothing else.
 func TestQuietAnnouncements(t *testing.T) {
 	s := startPlainServer(t)
-	connect := func() *nats.Conn {
-		nc, err := nats.Connect(s.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
+	connect := func() *nats.Conn { return connectPlain(t, s) }
 	const hb = 100 * time.Millisecond
 	interval := announceInterval(hb)
 	quiet := wire.QuietAnnouncements * interval

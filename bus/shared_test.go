@@ -47,6 +47,17 @@ func startPlainServer(t *testing.T) *server.Server {
 	return s
 }
 
+// connectPlain connects to s, closed with the test.
+func connectPlain(t *testing.T, s *server.Server) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 // A drop of a shared connection reaches every bus open on it, none that
 // closed, and is logged once, not once per bus.
 func TestSharedConnReportsDropToEveryOpenBus(t *testing.T) {

@@ -19,14 +19,7 @@ import (
 // sent as before.
 func TestWithdrawSentOnlyAtProtocol2(t *testing.T) {
 	s := startPlainServer(t)
-	connect := func() *nats.Conn {
-		nc, err := nats.Connect(s.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
+	connect := func() *nats.Conn { return connectPlain(t, s) }
 	members := []string{"gw1", "gw2", "gw3"}
 	proto := newProtocols("gw1", "test", members, time.Hour, func(agent.ProtocolView) {})
 	tr, err := NewNATSTransport(connect(), NATSTransportConfig{Group: "g", Self: "gw1", Members: members,
