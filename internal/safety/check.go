@@ -261,7 +261,13 @@ func (a *adversary) chaos(k int) {
 			}
 		case r < 825:
 			if a.has(FaultCrash) {
-				w.Crash(pick(x))
+				if z%4 == 0 {
+					// At its next call for votes, between the send
+					// and the persist (election.Ready.Early).
+					w.CrashEarly(pick(x), true)
+				} else {
+					w.Crash(pick(x))
+				}
 			}
 		case r < 845:
 			if a.has(FaultCrash) {
@@ -430,6 +436,7 @@ func (a *adversary) quiet(limit int) (int, bool) {
 		w.Drain(top, false)
 	}
 	for _, id := range ids {
+		w.CrashEarly(id, false)
 		w.Thaw(id)
 		if !w.Up(id) {
 			w.Restart(id)
