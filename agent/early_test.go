@@ -47,6 +47,44 @@ func (s *gatedStore) Save(hs election.HardState) error {
 
 func (s *gatedStore) Close() error { return nil }
 
+// gatedSite runs gw1..gw3 (H = 50 ms, so D = 150 ms and the answer timeout
+// 50 ms) on an in-memory network, each on a gatedStore; gw3's gate starts
+// closed. It returns the stores, the agents and a function that opens gw3's
+// gate (at most once; the cleanup opens it too, so that a save held there
+// does not keep gw3's Run from returning).
+func gatedSite(t *testing.T) (map[string]*gatedStore, map[string]*Agent, func()) {
+	net := NewMemNetwork()
+	var members []election.Member
+	for i := 1; i <= 3; i++ {
+		members = append(members, election.Member{ID: fmt.Sprintf("gw%d", i), Priority: i})
+	}
+	stores := map[string]*gatedStore{}
+	agents := map[string]*Agent{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, m := range members {
+		st := &gatedStore{self: m.ID, gate: make(chan struct{}), saved: make(chan election.HardState, 64)}
+		if m.ID != "gw3" {
+			close(st.gate)
+		}
+		cfg := Config{ID: m.ID, Group: "site", Members: members, Heartbeat: 50 * time.Millisecond, HoldDown: time.Hour, StateDir: t.TempDir()}
+		a, err := New(cfg, WithStore(st), WithTransport(net.Join(m.ID)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[m.ID], agents[m.ID] = st, a
+		wg.Go(func() { _ = a.Run(ctx) })
+	}
+	var open sync.Once
+	openGate := func() { open.Do(func() { close(stores["gw3"].gate) }) }
+	t.Cleanup(func() {
+		cancel()
+		openGate()
+		wg.Wait()
+	})
+	return stores, agents, openGate
+}
+
 // TestCandidateCallsForVotesBeforeItsPersist: a candidate's COORDINATOR
 // leaves before its own term and vote are on disk (election.Ready.Early), so
 // its voters persist their votes while its own fsync runs. gw3's save of its
@@ -55,35 +93,7 @@ func (s *gatedStore) Close() error { return nil }
 // reach nobody while it is held.
 func TestCandidateCallsForVotesBeforeItsPersist(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := NewMemNetwork()
-		var members []election.Member
-		for i := 1; i <= 3; i++ {
-			members = append(members, election.Member{ID: fmt.Sprintf("gw%d", i), Priority: i})
-		}
-		stores := map[string]*gatedStore{}
-		agents := map[string]*Agent{}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for _, m := range members {
-			st := &gatedStore{self: m.ID, gate: make(chan struct{}), saved: make(chan election.HardState, 64)}
-			if m.ID != "gw3" {
-				close(st.gate)
-			}
-			cfg := Config{ID: m.ID, Group: "site", Members: members, Heartbeat: 50 * time.Millisecond, HoldDown: time.Hour, StateDir: t.TempDir()}
-			a, err := New(cfg, WithStore(st), WithTransport(net.Join(m.ID)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-			if err != nil {
-				t.Fatal(err)
-			}
-			stores[m.ID], agents[m.ID] = st, a
-			wg.Go(func() { _ = a.Run(ctx) })
-		}
-		var open sync.Once
-		openGate := func() { open.Do(func() { close(stores["gw3"].gate) }) }
-		defer func() {
-			cancel()
-			openGate() // a save held at the gate would keep gw3's Run from returning
-			wg.Wait()
-		}()
+		stores, agents, openGate := gatedSite(t)
 		// gw3, the highest, stands first; its save now waits at the gate.
 		votedFor := func(id string) bool {
 			for {
