@@ -828,12 +828,8 @@ func (a *Agent) process() error {
 	a.liftQuarantine()
 	rd := a.node.Ready()
 	// A candidate's call for votes leaves before its own fsync, which then
-	// runs beside its voters' (election.Ready.Early). Not from a leader:
-	// its leadership must end before anything of this Ready leaves (below).
-	early := 0
-	if rd.HardStateChanged && a.core.role != election.Leader {
-		early = rd.Early
-	}
+	// runs beside its voters' (election.Ready.Early).
+	early := rd.Early
 	a.sendMessages(rd.Messages[:early], false)
 	if err := a.persist(rd); err != nil {
 		return err

@@ -146,9 +146,12 @@ type core struct {
 	// every member from the start.
 	witness map[string]bool
 
-	msgs   []Message
-	early  int // how many of msgs may leave before the persist (Ready.Early)
-	events []Event
+	msgs  []Message
+	early int // how many of msgs may leave before the persist (Ready.Early)
+	// ledAtReady: the last Ready reported this node as leader. Nothing of
+	// the next Ready leaves early then: its leadership ends first.
+	ledAtReady bool
+	events     []Event
 }
 
 func newCore(cfg Config) (*core, error) {
@@ -323,6 +326,7 @@ func (c *core) Ready() Ready {
 		Events:           c.events,
 	}
 	c.msgs, c.events, c.hsChanged, c.early = nil, nil, false, 0
+	c.ledAtReady = c.role == Leader
 	return rd
 }
 
@@ -1124,8 +1128,9 @@ func (c *core) stand(term uint64, announce bool) {
 	c.sentAt = map[uint64]int64{}
 	c.event(EventElectionStarted, "", ReasonNone)
 	// Only ring acknowledgements (a token's receipt, which binds nothing)
-	// may be queued before the call for votes that leaves early.
-	first := !slices.ContainsFunc(c.msgs, func(m Message) bool { return m.Type != MsgRingAck })
+	// may be queued before the call for votes that leaves early, and
+	// nothing leaves early from a node that led at the last Ready.
+	first := !c.ledAtReady && !slices.ContainsFunc(c.msgs, func(m Message) bool { return m.Type != MsgRingAck })
 	if announce {
 		c.heartbeat()
 	} else {

@@ -288,11 +288,8 @@ func (w *World) collect(m *member) {
 func (w *World) apply(m *member, rd election.Ready) {
 	id := m.id
 	// A candidate's call for votes leaves before the persist, as an agent
-	// sends it (never a leader's: its leadership ends first).
-	early := 0
-	if rd.HardStateChanged && m.role != election.Leader {
-		early = rd.Early
-	}
+	// sends it.
+	early := rd.Early
 	sent := len(w.Flight)
 	if early > 0 {
 		w.trace("%s sends %s before the persist of term %d", id, rd.Messages[0].Type, rd.HardState.Term)
