@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -309,9 +308,7 @@ func newNode(cfg Config, hs election.HardState) (election.Node, error) {
 		HoldDownTicks:  int(cfg.HoldDown / tick),
 		Backoff:        newTickBackoff(cfg.Heartbeat, tick, cfg.SuspectAfter()),
 		HardState:      hs,
-		// Apart from every earlier incarnation's (election.Config.FirstSeq).
-		FirstSeq:  rand.Uint64N(election.MaxFirstSeq),
-		Witnesses: cfg.Witnesses,
+		Witnesses:      cfg.Witnesses,
 	}
 	switch cfg.Preemption {
 	case PreemptNever:
@@ -827,10 +824,6 @@ func (a *Agent) process() error {
 	a.lease.lastLoopRun.Store(int64(now))
 	a.liftQuarantine()
 	rd := a.node.Ready()
-	// A candidate's call for votes leaves before its own fsync, which then
-	// runs beside its voters' (election.Ready.Early).
-	early := rd.Early
-	a.sendMessages(rd.Messages[:early], false)
 	if err := a.persist(rd); err != nil {
 		return err
 	}
@@ -846,7 +839,7 @@ func (a *Agent) process() error {
 		}
 	}
 	a.core.withheld = a.core.withheld || withhold
-	a.sendMessages(rd.Messages[early:], withhold)
+	a.sendReady(rd, withhold)
 	a.lease.term.Store(rd.Term)
 	a.m.term.Set(float64(rd.Term))
 	a.core.resignTo = resignNominee(rd.Messages)
@@ -915,15 +908,13 @@ func (a *Agent) persist(rd election.Ready) error {
 	return nil
 }
 
-// sendMessages sends msgs of a Ready (less a withheld RESIGN, see release),
+// sendReady sends rd's messages (less a withheld RESIGN, see release),
 // dating heartbeats and COORDINATORs for the lease.
-func (a *Agent) sendMessages(msgs []election.Message, withhold bool) {
-	// Date heartbeats just before they leave (after the fsync, but for a
-	// candidate's early call for votes): a slow disk must not eat into the
-	// lease they start. A call for votes sent before the fsync dates its
-	// lease from then: earlier, so shorter, never longer.
+func (a *Agent) sendReady(rd election.Ready, withhold bool) {
+	// Date heartbeats after the fsync, just before they leave: a slow disk
+	// must not eat into the lease they start.
 	sendAt := a.mono()
-	for _, m := range msgs {
+	for _, m := range rd.Messages {
 		if withhold && m.Type == election.MsgResign {
 			continue
 		}

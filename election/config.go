@@ -74,18 +74,6 @@ type Config struct {
 	Backoff Backoff
 	// HardState is the persisted term and vote to start from.
 	HardState HardState
-	// FirstSeq is where this incarnation's numbering starts: its
-	// heartbeats and COORDINATORs carry FirstSeq+1, FirstSeq+2, ... and
-	// acknowledgements and votes echo them. No two incarnations of a
-	// member may number alike: a candidate sends its call for votes before
-	// it persists its term (Ready.Early), so after a crash it may stand in
-	// the same term again, and an answer to the earlier incarnation's
-	// request, read late, must not count for the new one's. An agent
-	// draws it at random at every start, below MaxFirstSeq (a collision of
-	// two incarnations' ranges is then about as likely as guessing a
-	// 62-bit number); 0 starts at 1, for tests and simulations that give
-	// every incarnation a range of its own.
-	FirstSeq uint64
 	// Drained starts the node drained (see Node.Drain): a member whose
 	// drained flag was persisted does not stand even once after a restart.
 	Drained bool
@@ -98,9 +86,6 @@ type Config struct {
 	// not be a witness.
 	Witnesses []string
 }
-
-// MaxFirstSeq bounds Config.FirstSeq, leaving an incarnation 2^62 numbers.
-const MaxFirstSeq = 1 << 62
 
 // validate checks c and fills defaults; it returns one precise error per rule.
 func (c *Config) validate() error {
@@ -135,9 +120,6 @@ func (c *Config) validate() error {
 	}
 	if len(witness) == len(c.Members) {
 		return errors.New("election: every member is a witness: no member may lead")
-	}
-	if c.FirstSeq >= MaxFirstSeq {
-		return fmt.Errorf("election: FirstSeq %d is not below %d", c.FirstSeq, uint64(MaxFirstSeq))
 	}
 	if c.Quorum == 0 {
 		c.Quorum = Majority(len(c.Members))

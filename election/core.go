@@ -2,7 +2,6 @@ package election
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/edge-agent/edge-agent/election/quorum"
 )
@@ -146,12 +145,8 @@ type core struct {
 	// every member from the start.
 	witness map[string]bool
 
-	msgs  []Message
-	early int // how many of msgs may leave before the persist (Ready.Early)
-	// ledAtReady: the last Ready reported this node as leader. Nothing of
-	// the next Ready leaves early then: its leadership ends first.
-	ledAtReady bool
-	events     []Event
+	msgs   []Message
+	events []Event
 }
 
 func newCore(cfg Config) (*core, error) {
@@ -167,7 +162,6 @@ func newCore(cfg Config) (*core, error) {
 		downAt:   make(map[string]int64, len(cfg.Members)),
 		lastSeen: make(map[string]int64, len(cfg.Members)),
 		sentAt:   make(map[uint64]int64),
-		hbSeq:    cfg.FirstSeq,
 	}
 	for i, m := range c.members {
 		c.rankOf[m.ID] = i
@@ -318,15 +312,13 @@ func (c *core) Ready() Ready {
 		HardState:        c.hs,
 		HardStateChanged: c.hsChanged,
 		Messages:         c.msgs,
-		Early:            c.early,
 		Role:             c.role,
 		Leader:           c.leader,
 		Term:             c.hs.Term,
 		LeaseSeq:         c.leaseSeq,
 		Events:           c.events,
 	}
-	c.msgs, c.events, c.hsChanged, c.early = nil, nil, false, 0
-	c.ledAtReady = c.role == Leader
+	c.msgs, c.events, c.hsChanged = nil, nil, false
 	return rd
 }
 
@@ -1127,23 +1119,12 @@ func (c *core) stand(term uint64, announce bool) {
 	c.resentAt = c.now
 	c.sentAt = map[uint64]int64{}
 	c.event(EventElectionStarted, "", ReasonNone)
-	// Only ring acknowledgements (a token's receipt, which binds nothing)
-	// may be queued before the call for votes that leaves early, and
-	// nothing leaves early from a node that led at the last Ready.
-	first := !c.ledAtReady && !slices.ContainsFunc(c.msgs, func(m Message) bool { return m.Type != MsgRingAck })
 	if announce {
 		c.heartbeat()
 	} else {
 		c.hbSeq++
 		c.sentAt[c.hbSeq] = c.now
 		c.send(Message{Type: MsgCoordinator, Term: c.hs.Term, Seq: c.hbSeq})
-	}
-	if first {
-		// The call for votes binds this node to nothing but its own
-		// vote, which it may lose: it may leave before the persist
-		// (Ready.Early), with what was queued before it, unless that
-		// must wait for the persist.
-		c.early = len(c.msgs)
 	}
 	c.proclaimSq = c.hbSeq
 	c.votes[c.self.ID] = c.hbSeq

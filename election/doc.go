@@ -13,9 +13,7 @@
 //   - NextTick: how many ticks the caller may sleep through before the node
 //     may act again.
 //
-// The caller persists HardState before it sends the Ready's messages (all but
-// the first Ready.Early, a candidate's call for votes, which may leave
-// before the persist; a caller that sends them after it is correct too), dates the
+// The caller persists HardState before it sends the Ready's messages, dates the
 // lease from the send time of the heartbeat whose sequence Ready.LeaseSeq
 // names, and never calls a Node from two goroutines. The same inputs give the
 // same outputs: the tests drive whole groups in one goroutine (sim_test.go, and

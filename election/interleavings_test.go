@@ -22,19 +22,15 @@ import (
 // invariant, printing the events that led there.
 func site(t *testing.T, n int, alg string, tweak func(*election.Config), routes bool) *safety.World {
 	t.Helper()
-	return siteOf(t, safety.Options{N: n, Algorithm: alg, Tweak: tweak, Routes: routes})
-}
-
-// siteOf is site for any options (Trace and Fail are set here).
-func siteOf(t *testing.T, opts safety.Options) *safety.World {
-	t.Helper()
 	var trace []string
-	opts.Trace = func(l string) { trace = append(trace, l) }
-	opts.Fail = func(msg string) {
-		t.Helper()
-		t.Fatalf("%s\nevents:\n%s", msg, strings.Join(trace, "\n"))
-	}
-	w := safety.New(opts)
+	w := safety.New(safety.Options{
+		N: n, Algorithm: alg, Tweak: tweak, Routes: routes,
+		Trace: func(l string) { trace = append(trace, l) },
+		Fail: func(msg string) {
+			t.Helper()
+			t.Fatalf("%s\nevents:\n%s", msg, strings.Join(trace, "\n"))
+		},
+	})
 	if os.Getenv("SITE_TRACE") != "" {
 		t.Cleanup(func() { t.Logf("events:\n%s", strings.Join(trace, "\n")) })
 	}
@@ -109,16 +105,14 @@ func TestRingHandOverVoteByTokenThenCoordinatorSticks(t *testing.T) {
 	until(t, w, 200, "n3 leads", hold, func() bool { return w.Role("n3") == election.Leader })
 }
 
-// 2. A restarted leader's heartbeat counter starts again at 1 (in builds
-// before Config.FirstSeq; a site mid-upgrade still has them). A heartbeat
+// 2. A restarted leader's heartbeat counter starts again at 1. A heartbeat
 // of its previous incarnation, held in the network, reaches n2 late; n2
 // answers it as stale, with its own term and the stale heartbeat's seq. The
 // restarted leader must not take that answer for n2's acknowledgement of its
 // own heartbeat of the same seq: n2 never heard it, and votes for n4 while
 // n5's lease would count it.
 func TestRestartedLeaderDoesNotCountAnswerToStaleHeartbeat(t *testing.T) {
-	w := siteOf(t, safety.Options{N: 5, Algorithm: "bully", RepeatSeqs: true,
-		Tweak: func(c *election.Config) { c.HoldDownTicks = 30 }})
+	w := site(t, 5, "bully", func(c *election.Config) { c.HoldDownTicks = 30 }, false)
 	until(t, w, 200, "n5 leads", nil, leads(w, "n5"))
 	term1 := w.Term("n5")
 	// n2 stops hearing n5's heartbeats; they stay in the network.
@@ -392,77 +386,5 @@ func TestCandidateThatGivesWayFreesItsVoters(t *testing.T) {
 	until(t, w, limit, "n3 leads", nil, leads(w, "n3"))
 	if got := w.Term("n3"); got != term+1 {
 		t.Errorf("n3 leads term %d, want %d: one election, no failed round", got, term+1)
-	}
-}
-
-// 11. A candidate sends its call for votes before it persists the term and
-// its vote for itself (Ready.Early). n1 does so in term T+1 and crashes
-// before the persist. n1 restarts at T; n3, slow, reads the request only
-// now, and its vote stays on its way. After its start-up wait n1 stands in
-// T+1 again, on n4's and n5's pre-votes. Had it numbered its new COORDINATOR
-// as its earlier incarnation numbered the first (seq 1 both times), n3's
-// late vote would answer the new request: with n4's, n1 would lead on a
-// lease dated from the new send, while n3 backed n1 only from reading the
-// old one and may vote for another before that lease ends. Each
-// incarnation numbers its messages apart (Config.FirstSeq): the late vote
-// counts for nothing.
-func TestRestartedCandidateIgnoresVoteForEarlierIncarnation(t *testing.T) {
-	w := site(t, 5, "bully", nil, false)
-	for _, id := range []string{"n3", "n4", "n5"} {
-		w.Drain(id, true) // they vote and never stand: n1 is the only candidate
-	}
-	until(t, w, 300, "n2 leads", nil, leads(w, "n2"))
-	term := w.Term("n2")
-	w.Crash("n2")
-	w.CrashEarly("n1", true)
-	calls := func(f *safety.Msg) bool { return f.M.Type == election.MsgCoordinator && f.M.From == "n1" }
-	until(t, w, 300, "n1 calls for votes in term T+1 and crashes before the persist", calls, func() bool { return !w.Up("n1") })
-	first := mustBeOne(t, w.Find(election.MsgCoordinator, "n1", "n3", term+1), "n1's first call for votes")
-	w.DropAll(func(f *safety.Msg) bool { return calls(f) && f != first })
-	w.Restart("n1")
-	w.Deliver(first, false)
-	vote := mustBeOne(t, w.Find(election.MsgVote, "n3", "n1", term+1), "n3's vote")
-	if !vote.M.Granted {
-		t.Fatalf("n3 refused n1: %s", w.Describe())
-	}
-	held := func(f *safety.Msg) bool { return (f.M.From == "n3" && f.To == "n1") || calls(f) }
-	until(t, w, 300, "n1 calls for votes again in term T+1", held, func() bool {
-		return w.Role("n1") == election.Candidate && w.Term("n1") == term+1
-	})
-	w.Deliver(vote, false)
-	w.Deliver(mustBeOne(t, w.Find(election.MsgCoordinator, "n1", "n4", term+1), "n1's new call to n4"), false)
-	w.Deliver(mustBeOne(t, w.Find(election.MsgVote, "n4", "n1", term+1), "n4's vote"), false)
-	if w.Role("n1") == election.Leader {
-		t.Fatalf("n1 leads term %d on a vote for its earlier incarnation's request: %s", term+1, w.Describe())
-	}
-	until(t, w, 300, "n1 leads", nil, leads(w, "n1"))
-}
-
-// A candidate's call for votes leaves before its persist in both
-// algorithms: Bully's COORDINATOR, and the heartbeat a Ring candidate
-// announces itself with (or its COORDINATOR, on a hand-over).
-func TestCallForVotesLeavesBeforeThePersist(t *testing.T) {
-	for _, alg := range []string{"bully", "ring"} {
-		t.Run(alg, func(t *testing.T) {
-			var early []string
-			w := safety.New(safety.Options{N: 3, Algorithm: alg,
-				Trace: func(l string) {
-					if strings.Contains(l, "before the persist") {
-						early = append(early, l)
-					}
-				},
-				Fail: func(msg string) { t.Fatal(msg) },
-			})
-			until(t, w, 300, "n3 leads", nil, leads(w, "n3"))
-			if len(early) == 0 {
-				t.Fatal("no call for votes left before its persist")
-			}
-			for _, l := range early {
-				if !strings.Contains(l, "n3 sends") {
-					t.Errorf("only the candidate sends early: %s", l)
-				}
-			}
-			t.Log(early)
-		})
 	}
 }

@@ -193,22 +193,6 @@ type Ready struct {
 	LeaseSeq         uint64
 	// Events describes what happened since the previous Ready, in order.
 	Events []Event
-	// Early is how many of the first Messages may leave before HardState
-	// is persisted: a candidate's call for votes (its COORDINATOR, or the
-	// heartbeat a Ring candidate announces itself with) in the term in
-	// which it has just voted for itself, and the ring acknowledgements
-	// queued before it (a token's receipt, which binds nothing); never in
-	// the Ready after one that reported this node as leader (its
-	// leadership ends before anything of it leaves). Every other message
-	// waits for the persist. A node that sends them early and crashes before the
-	// persist forgets only its vote for itself, which no other member
-	// counts, and it never led on it (it may lead only once this Ready is
-	// persisted): after its restart the term can still elect one leader,
-	// with or without it, provided its incarnations number their messages
-	// apart (Config.FirstSeq). Sending them early overlaps the candidate's
-	// fsync with its voters'. Senders that ignore Early send them after
-	// the persist, as every other message, which is also correct.
-	Early int
 }
 
 // EventKind classifies an Event.

@@ -261,13 +261,7 @@ func (a *adversary) chaos(k int) {
 			}
 		case r < 825:
 			if a.has(FaultCrash) {
-				if z%4 == 0 {
-					// At its next call for votes, between the send
-					// and the persist (election.Ready.Early).
-					w.CrashEarly(pick(x), true)
-				} else {
-					w.Crash(pick(x))
-				}
+				w.Crash(pick(x))
 			}
 		case r < 845:
 			if a.has(FaultCrash) {
@@ -436,7 +430,6 @@ func (a *adversary) quiet(limit int) (int, bool) {
 		w.Drain(top, false)
 	}
 	for _, id := range ids {
-		w.CrashEarly(id, false)
 		w.Thaw(id)
 		if !w.Up(id) {
 			w.Restart(id)

@@ -31,10 +31,6 @@ type Options struct {
 	// server clustered with the others', so a crash closes the crashed
 	// member's routes, and route closures are reported to the agents.
 	Routes bool
-	// RepeatSeqs numbers every incarnation's heartbeats and COORDINATORs
-	// from 1, as builds before election.Config.FirstSeq did (a site
-	// mid-upgrade); otherwise each incarnation numbers apart.
-	RepeatSeqs bool
 	// Fail is called with a description of the first invariant broken; the
 	// world keeps running, so Fail should stop the caller (t.Fatal, a panic
 	// recovered by the checker, ...).
@@ -130,10 +126,6 @@ type member struct {
 	term     uint64
 	leaseSeq uint64
 	sent     map[uint64]int64 // heartbeat or coordinator seq -> real time of its first send, this incarnation
-	// crashEarly: the member crashes the next time it sends a Ready's
-	// early messages (election.Ready.Early), after they left and before
-	// the Ready's state is persisted.
-	crashEarly bool
 	// routeLost holds the peers whose route this (frozen) member's server
 	// lost, to report when it wakes if the route is still down.
 	routeLost []string
@@ -243,9 +235,6 @@ func (w *World) start(id string) {
 	cfg := m.cfg
 	cfg.HardState = w.disk[id]
 	cfg.Drained = w.drained[id]
-	if !w.opts.RepeatSeqs {
-		cfg.FirstSeq = uint64(m.inc) << 40 // each incarnation numbers apart, as an agent's
-	}
 	if b, ok := cfg.Backoff.(*Doubling); ok {
 		cfg.Backoff = &Doubling{Base: b.Base, Max: b.Max}
 	}
@@ -259,7 +248,7 @@ func (w *World) start(id string) {
 	if err != nil {
 		panic(fmt.Sprintf("start %s: %v", id, err))
 	}
-	m.up, m.frozen, m.crashEarly = true, false, false
+	m.up, m.frozen = true, false
 	m.ticks, m.wake = 0, 0
 	m.next = w.Now + m.tau
 	m.role, m.leader, m.term, m.leaseSeq = election.Follower, "", cfg.HardState.Term, 0
@@ -287,25 +276,6 @@ func (w *World) collect(m *member) {
 
 func (w *World) apply(m *member, rd election.Ready) {
 	id := m.id
-	// A candidate's call for votes leaves before the persist, as an agent
-	// sends it.
-	early := rd.Early
-	sent := len(w.Flight)
-	if early > 0 {
-		w.trace("%s sends %s before the persist of term %d", id, rd.Messages[0].Type, rd.HardState.Term)
-	}
-	w.send(m, rd.Messages[:early])
-	if early > 0 && m.crashEarly {
-		// They reached the bus before the crash: they are delivered
-		// although their sender is gone.
-		for _, f := range w.Flight[sent:] {
-			f.Queued = true
-		}
-		w.trace("%s crashes after its early messages, before the persist", id)
-		m.crashEarly = false
-		w.Crash(id)
-		return
-	}
 	if rd.HardStateChanged {
 		old := w.disk[id]
 		hs := rd.HardState
@@ -326,35 +296,7 @@ func (w *World) apply(m *member, rd election.Ready) {
 		}
 		w.disk[id] = hs
 	}
-	w.send(m, rd.Messages[early:])
-	if rd.Role == election.Leader && m.role != election.Leader {
-		if prev, ok := w.termLeader[rd.Term]; ok && prev != id {
-			w.fail("two leaders of term %d: %s and %s", rd.Term, prev, id)
-		}
-		w.termLeader[rd.Term] = id
-		w.trace("%s leads term %d", id, rd.Term)
-	}
-	if rd.Role != election.Leader && m.role == election.Leader {
-		w.trace("%s no longer leads (term %d)", id, rd.Term)
-	}
-	if rd.Role != election.Follower && w.drained[id] {
-		w.fail("%s is drained and %v in term %d", id, rd.Role, rd.Term)
-	}
-	if rd.Role != election.Follower && w.Witness(id) {
-		w.fail("%s is a witness and %v in term %d", id, rd.Role, rd.Term)
-	}
-	m.role, m.leader, m.term, m.leaseSeq = rd.Role, rd.Leader, rd.Term, rd.LeaseSeq
-	for _, ev := range rd.Events {
-		if ev.Kind == election.EventSteppedDown || ev.Kind == election.EventElectionStarted || ev.Kind == election.EventElectionFailed {
-			w.trace("%s event %d term %d %s", id, ev.Kind, ev.Term, ev.Reason)
-		}
-	}
-}
-
-// send puts msgs, sent by member m, on the network.
-func (w *World) send(m *member, msgs []election.Message) {
-	id := m.id
-	for _, out := range msgs {
+	for _, out := range rd.Messages {
 		if out.From != id {
 			w.fail("%s sent a message from %q", id, out.From)
 		}
@@ -375,6 +317,28 @@ func (w *World) send(m *member, msgs []election.Message) {
 			c.Alive = slices.Clone(out.Alive)
 			c.Participants = slices.Clone(out.Participants)
 			w.Flight = append(w.Flight, &Msg{ID: w.nextID, M: c, To: to, SentAt: w.Now})
+		}
+	}
+	if rd.Role == election.Leader && m.role != election.Leader {
+		if prev, ok := w.termLeader[rd.Term]; ok && prev != id {
+			w.fail("two leaders of term %d: %s and %s", rd.Term, prev, id)
+		}
+		w.termLeader[rd.Term] = id
+		w.trace("%s leads term %d", id, rd.Term)
+	}
+	if rd.Role != election.Leader && m.role == election.Leader {
+		w.trace("%s no longer leads (term %d)", id, rd.Term)
+	}
+	if rd.Role != election.Follower && w.drained[id] {
+		w.fail("%s is drained and %v in term %d", id, rd.Role, rd.Term)
+	}
+	if rd.Role != election.Follower && w.Witness(id) {
+		w.fail("%s is a witness and %v in term %d", id, rd.Role, rd.Term)
+	}
+	m.role, m.leader, m.term, m.leaseSeq = rd.Role, rd.Leader, rd.Term, rd.LeaseSeq
+	for _, ev := range rd.Events {
+		if ev.Kind == election.EventSteppedDown || ev.Kind == election.EventElectionStarted || ev.Kind == election.EventElectionFailed {
+			w.trace("%s event %d term %d %s", id, ev.Kind, ev.Term, ev.Reason)
 		}
 	}
 }
@@ -609,18 +573,6 @@ func (w *World) Crash(id string) {
 		}
 	}
 	w.checkLeases()
-}
-
-// CrashEarly sets whether member id crashes the next time it sends early
-// messages (a candidate's call for votes, election.Ready.Early): after they
-// left, before its new term and vote are persisted.
-func (w *World) CrashEarly(id string, on bool) {
-	if m := w.members[id]; m.up && m.crashEarly != on {
-		if on {
-			w.trace("%s will crash at its next early send", id)
-		}
-		m.crashEarly = on
-	}
 }
 
 // Restart brings a crashed member back from what it persisted.
