@@ -68,6 +68,42 @@ type RunConfig struct {
 	// them get witnesses, from one up to (N-1)/2 (see witnessesOf). Off,
 	// a seed gives the run it gave before witnesses existed.
 	Witnesses bool
+	// Swarm lets the seed turn fault kinds off for the whole run (see
+	// SwarmFaults): Faults is then the most a run may use. Off, a seed
+	// gives the run it gave before.
+	Swarm bool
+}
+
+// SwarmFaults returns the fault kinds a swarm run of the seed uses: each
+// kind of faults kept or left out by a coin of the seed, at least one kept.
+//
+// Every fault kind on in every run makes some interleavings rare: a long
+// chain of crashes and restarts is cut short by a partition, a drop or a
+// resign that the same event table draws far more often. Leaving random
+// kinds out for a whole run ("swarm testing", Groce et al., ISSTA 2012)
+// lets the others run long chains; the checker alternates swarm runs with
+// runs of every kind, so that no mix goes untried.
+func SwarmFaults(seed uint64, faults Fault) Fault {
+	r := rand.New(rand.NewPCG(seed, 3))
+	var kinds []Fault
+	for i := range faultNames {
+		if f := Fault(1) << i; faults&f != 0 {
+			kinds = append(kinds, f)
+		}
+	}
+	if len(kinds) == 0 {
+		return 0
+	}
+	var out Fault
+	for _, f := range kinds {
+		if r.IntN(2) == 0 {
+			out |= f
+		}
+	}
+	if out == 0 {
+		out = kinds[r.IntN(len(kinds))]
+	}
+	return out
 }
 
 // witnessesOf returns the witnesses the seed gives a site of n members: none
@@ -169,7 +205,11 @@ func run(rc RunConfig, c *chooser, trace func(string)) (out Outcome) {
 		}
 		out.Choices = len(c.rec) + c.pos
 	}()
-	has := func(f Fault) bool { return rc.Faults&f != 0 }
+	faults := rc.Faults
+	if rc.Swarm {
+		faults = SwarmFaults(rc.Seed, faults)
+	}
+	has := func(f Fault) bool { return faults&f != 0 }
 	// The site's settings come from the seed alone, not from the choices,
 	// so that a shrunk run keeps them.
 	site := rand.New(rand.NewPCG(rc.Seed, 1))
@@ -196,7 +236,7 @@ func run(rc RunConfig, c *chooser, trace func(string)) (out Outcome) {
 		Fail: func(msg string) { panic(violation{msg}) },
 	})
 	if trace != nil {
-		trace(fmt.Sprintf("site: n=%d %s preemption=%d answer=%d routes=%v skew=%v witnesses=%v", rc.N, rc.Algorithm, pre, answer, routes, skew, witnesses))
+		trace(fmt.Sprintf("site: n=%d %s faults=%s preemption=%d answer=%d routes=%v skew=%v witnesses=%v", rc.N, rc.Algorithm, faults, pre, answer, routes, skew, witnesses))
 	}
 	a := &adversary{w: w, c: c, has: has, routes: routes, trace: trace}
 	for w.Steps < rc.Steps && !c.done {

@@ -19,7 +19,15 @@ var (
 	workers   = flag.Int("safety.workers", 0, "runs in parallel per group size and algorithm (0: one)")
 	shrinkFor = flag.Duration("safety.shrink", time.Minute, "how long to shrink a failing run")
 	only      = flag.Uint64("safety.only", 0, "run just this seed (with -safety.n and -safety.alg naming one case)")
+	swarm     = flag.Bool("safety.swarm", true, "make every odd seed's run a swarm run (RunConfig.Swarm)")
 )
+
+// runConfig is the run TestCheckSafety makes of a seed: every fault kind,
+// witnesses as the seed gives them, and a swarm run for odd seeds.
+func runConfig(alg string, n int, seed uint64) RunConfig {
+	return RunConfig{N: n, Algorithm: alg, Faults: AllFaults, Seed: seed, Steps: *runLen, Witnesses: true,
+		Swarm: *swarm && seed%2 == 1}
+}
 
 // TestCheckSafety runs the adversarial checker: randomized runs of a
 // simulated site with every fault kind on, for each algorithm and group
@@ -50,19 +58,20 @@ func TestCheckSafety(t *testing.T) {
 func checkCase(t *testing.T, alg string, n int, first uint64) {
 	start := time.Now()
 	if *only != 0 {
-		rc := RunConfig{N: n, Algorithm: alg, Faults: AllFaults, Seed: *only, Steps: *runLen, Witnesses: true}
+		rc := runConfig(alg, n, *only)
 		out, choices := Record(rc)
 		if out.Failed() {
 			short, trace := Shrink(rc, choices, out, *shrinkFor)
 			t.Fatalf("seed %d: %s%s\nshrunk from %d to %d choices; trace:\n%s", rc.Seed, out.Violation, out.Liveness, len(choices), len(short), strings.Join(trace, "\n"))
 		}
-		t.Logf("seed %d: %d steps, %d quiet periods, longest wait %d ticks", rc.Seed, out.Steps, out.Quiet, out.Worst)
+		t.Logf("seed %d (faults %s): %d steps, %d quiet periods, longest wait %d ticks", rc.Seed, faultsOf(rc), out.Steps, out.Quiet, out.Worst)
 		return
 	}
 	var (
 		done    atomic.Int64
 		runs    atomic.Int64
 		witRuns atomic.Int64
+		swarms  atomic.Int64
 		quiets  atomic.Int64
 		worst   atomic.Int64
 		mu      sync.Mutex
@@ -84,12 +93,15 @@ func checkCase(t *testing.T, alg string, n int, first uint64) {
 				if stop {
 					return
 				}
-				rc := RunConfig{N: n, Algorithm: alg, Faults: AllFaults, Seed: next.Add(1), Steps: *runLen, Witnesses: true}
+				rc := runConfig(alg, n, next.Add(1))
 				out := Run(rc)
 				done.Add(out.Steps)
 				runs.Add(1)
 				if len(witnessesOf(rc.Seed, n)) > 0 {
 					witRuns.Add(1)
+				}
+				if rc.Swarm {
+					swarms.Add(1)
 				}
 				quiets.Add(int64(out.Quiet))
 				for {
@@ -110,15 +122,23 @@ func checkCase(t *testing.T, alg string, n int, first uint64) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%s n=%d: %d steps in %d runs (%d with witnesses), %d quiet periods, longest wait for a leader %d ticks, %s",
-		alg, n, done.Load(), runs.Load(), witRuns.Load(), quiets.Load(), worst.Load(), time.Since(start).Round(time.Millisecond))
+	t.Logf("%s n=%d: %d steps in %d runs (%d with witnesses, %d swarm runs), %d quiet periods, longest wait for a leader %d ticks, %s",
+		alg, n, done.Load(), runs.Load(), witRuns.Load(), swarms.Load(), quiets.Load(), worst.Load(), time.Since(start).Round(time.Millisecond))
 	if failure == nil {
 		return
 	}
 	_, choices := Record(*failure)
 	short, trace := Shrink(*failure, choices, failOut, *shrinkFor)
-	t.Fatalf("seed %d (n=%d %s): %s%s\nshrunk from %d to %d choices; trace:\n%s",
-		failure.Seed, n, alg, failOut.Violation, failOut.Liveness, len(choices), len(short), strings.Join(trace, "\n"))
+	t.Fatalf("seed %d (n=%d %s, faults %s): %s%s\nshrunk from %d to %d choices; trace:\n%s",
+		failure.Seed, n, alg, faultsOf(*failure), failOut.Violation, failOut.Liveness, len(choices), len(short), strings.Join(trace, "\n"))
+}
+
+// faultsOf names the fault kinds rc's run uses.
+func faultsOf(rc RunConfig) Fault {
+	if rc.Swarm {
+		return SwarmFaults(rc.Seed, rc.Faults)
+	}
+	return rc.Faults
 }
 
 // TestFoundSeeds replays runs in which the long checker found a broken
@@ -146,5 +166,55 @@ func TestFoundSeeds(t *testing.T) {
 				t.Fatalf("%s again: %s%s", c.what, out.Violation, out.Liveness)
 			}
 		})
+	}
+}
+
+// TestSwarmFaults checks the swarm runs' fault mixes: never empty, never a
+// kind that was not allowed, the same for the same seed, and every allowed
+// kind both used and left out across seeds (a mix that always kept one kind
+// would not be a swarm).
+func TestSwarmFaults(t *testing.T) {
+	allowed := AllFaults &^ FaultSkew
+	on := map[Fault]int{}
+	full := 0
+	const seeds = 2000
+	for s := uint64(1); s <= seeds; s++ {
+		f := SwarmFaults(s, allowed)
+		if f == 0 || f&^allowed != 0 {
+			t.Fatalf("seed %d: %s out of %s", s, f, allowed)
+		}
+		if g := SwarmFaults(s, allowed); g != f {
+			t.Fatalf("seed %d: %s, then %s", s, f, g)
+		}
+		if f == allowed {
+			full++
+		}
+		for i := range faultNames {
+			if k := Fault(1) << i; f&k != 0 {
+				on[k]++
+			}
+		}
+	}
+	for i, name := range faultNames {
+		k := Fault(1) << i
+		if allowed&k == 0 {
+			if on[k] != 0 {
+				t.Errorf("%s: used in %d runs, not allowed", name, on[k])
+			}
+			continue
+		}
+		// A fair coin: 1000 of 2000 expected, 6 standard deviations either side.
+		if on[k] < 865 || on[k] > 1135 {
+			t.Errorf("%s: used in %d of %d runs", name, on[k], seeds)
+		}
+	}
+	if full == seeds {
+		t.Errorf("every run used every kind")
+	}
+	if f := SwarmFaults(7, FaultCrash); f != FaultCrash {
+		t.Errorf("one allowed kind: %s", f)
+	}
+	if f := SwarmFaults(7, 0); f != 0 {
+		t.Errorf("no allowed kind: %s", f)
 	}
 }
