@@ -176,15 +176,15 @@ func (p *protocols) view(now time.Time, members bool) agent.ProtocolView {
 		if s == nil {
 			s = &peerState{min: 1, max: 1}
 		}
-		fresh := fresh(s, now)
+		heard := fresh(s, now)
 		if members {
-			if fresh {
+			if heard {
 				v.Members[id] = agent.PeerProtocol{Min: s.min, Max: s.max, Build: s.build}
 			} else {
 				v.Members[id] = agent.PeerProtocol{Min: 1, Max: 1}
 			}
 		}
-		if fresh && !wire.Overlaps(s.min, s.max) {
+		if heard && !wire.Overlaps(s.min, s.max) {
 			v.Mismatch = append(v.Mismatch, id)
 			continue // refused: it does not hold the site back
 		}
