@@ -202,3 +202,45 @@ func TestRingDrainedMemberWithStaleViewStillAnnouncesItself(t *testing.T) {
 		t.Fatalf("in 3 D without a leader the drained member told %v that it is alive, want n1 and n2", told)
 	}
 }
+
+// TestRingDrainedMemberTellsMembersItPresumesDead: a drained Ring member
+// without a leader tells every member that it is alive every D, also one it
+// presumes dead. The member that may stand sends a drained member nothing
+// while it skips it, so the drained member's own timeouts on it come and go;
+// told only while they were gone, it heard the drained member every other D,
+// kept finding it unheard for longer than D when its wait for it ended, and
+// sent its token past it round after round without a quorum (make
+// check-safety: Ring, four members, two drained, leaderless 400 ticks after
+// the faults; internal/safety TestFoundSeeds replays that run).
+func TestRingDrainedMemberTellsMembersItPresumesDead(t *testing.T) {
+	members := []Member{{ID: "n1", Priority: 1}, {ID: "n2", Priority: 2}, {ID: "n3", Priority: 3}}
+	cfg := testConfig("n3", members)
+	cfg.Drained = true
+	n, err := NewRing(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := n.(*core)
+	r := c.alg.(*ring)
+	r.markDead("n1") // a wait for n1's round timed out just now
+	if !r.presumedDead("n1") {
+		t.Fatal("n1 not presumed dead after its wait timed out")
+	}
+	told := 0
+	// Before the mark lapses (2 D): the first announcement, at D, must
+	// reach n1 too.
+	for range 2*cfg.ElectionTicks - 1 {
+		n.Tick()
+		for _, m := range n.Ready().Messages {
+			if m.Type == MsgPreVoteReply && m.Granted && m.Seq == 0 && m.To == "n1" {
+				told++
+			}
+		}
+	}
+	if !r.presumedDead("n1") {
+		t.Fatal("the mark on n1 lapsed early: the test no longer covers a member presumed dead")
+	}
+	if told == 0 {
+		t.Fatalf("in %d ticks without a leader the drained member did not tell n1, which it presumes dead, that it is alive", 2*cfg.ElectionTicks-1)
+	}
+}

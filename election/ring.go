@@ -129,16 +129,21 @@ func (r *ring) startElection(expected string) {
 	r.champ, r.expect = "", expected
 	if !c.mayStand() {
 		// Drained: the others may expect this member to start the round
-		// (they do not know it is drained). Tell every member in view that
-		// it is alive (its unasked pre-vote), so that the round one of
-		// them starts once its wait for this member ends passes through it
-		// for its vote rather than skipping it. It does so every D while
-		// no leader is heard, also when it expects no one: what it knows
-		// of the others being drained may be stale (learned as leader,
-		// before one of them was undrained), and the only member that may
-		// stand would otherwise never hear from it.
+		// (they do not know it is drained). Tell every member that it is
+		// alive (its unasked pre-vote), so that the round one of them
+		// starts once its wait for this member ends passes through it for
+		// its vote rather than skipping it. It does so every D while no
+		// leader is heard, also when it expects no one: what it knows of
+		// the others being drained may be stale (learned as leader, before
+		// one of them was undrained), and the only member that may stand
+		// would otherwise never hear from it. Every member, not only those
+		// in view: the one that may stand sends this member nothing while
+		// it skips it, so this member's view of it lapses and returns in
+		// turn, and told only every other D, it kept finding this member
+		// unheard for longer than its wait allows (the checker: a Ring of
+		// four, two members drained, leaderless for 400 ticks).
 		for _, m := range c.members {
-			if m.ID != c.self.ID && !r.presumedDead(m.ID) {
+			if m.ID != c.self.ID {
 				c.suspect(m.ID)
 			}
 		}
