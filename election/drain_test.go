@@ -174,20 +174,13 @@ func TestDrainedMembersAboveCandidateAllVote(t *testing.T) {
 
 // A drained Ring member that believes every other member drained (it
 // learned so as leader, and one of them was undrained since) expects no one
-// to stand; it must still tell the members in view that it is alive, as a
+// to stand; it must still tell the others that it is alive, as a
 // drained member that expects someone does: the one member that may stand
 // otherwise presumes it dead, routes its rounds around it, and with every
 // other member in the same state the site stays leaderless (the checker
 // found that with n=3, two members drained).
 func TestRingDrainedMemberWithStaleViewStillAnnouncesItself(t *testing.T) {
-	members := []Member{{ID: "n1", Priority: 1}, {ID: "n2", Priority: 2}, {ID: "n3", Priority: 3}}
-	cfg := testConfig("n3", members)
-	cfg.Drained = true
-	n, err := NewRing(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := n.(*core)
+	n, c, cfg := drainedRingTop(t)
 	c.peerDrained["n1"], c.peerDrained["n2"] = true, true // stale: n1 was undrained since
 	told := map[string]bool{}
 	for range 3 * cfg.ElectionTicks {
@@ -213,14 +206,7 @@ func TestRingDrainedMemberWithStaleViewStillAnnouncesItself(t *testing.T) {
 // check-safety: Ring, four members, two drained, leaderless 400 ticks after
 // the faults; internal/safety TestFoundSeeds replays that run).
 func TestRingDrainedMemberTellsMembersItPresumesDead(t *testing.T) {
-	members := []Member{{ID: "n1", Priority: 1}, {ID: "n2", Priority: 2}, {ID: "n3", Priority: 3}}
-	cfg := testConfig("n3", members)
-	cfg.Drained = true
-	n, err := NewRing(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := n.(*core)
+	n, c, cfg := drainedRingTop(t)
 	r := c.alg.(*ring)
 	r.markDead("n1") // a wait for n1's round timed out just now
 	if !r.presumedDead("n1") {
@@ -243,4 +229,17 @@ func TestRingDrainedMemberTellsMembersItPresumesDead(t *testing.T) {
 	if told == 0 {
 		t.Fatalf("in %d ticks without a leader the drained member did not tell n1, which it presumes dead, that it is alive", 2*cfg.ElectionTicks-1)
 	}
+}
+
+// drainedRingTop returns n3 of a Ring of three, drained.
+func drainedRingTop(t *testing.T) (Node, *core, Config) {
+	t.Helper()
+	members := []Member{{ID: "n1", Priority: 1}, {ID: "n2", Priority: 2}, {ID: "n3", Priority: 3}}
+	cfg := testConfig("n3", members)
+	cfg.Drained = true
+	n, err := NewRing(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, n.(*core), cfg
 }
