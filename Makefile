@@ -229,29 +229,27 @@ check-safety:
 # cached corpus (0 execs/sec from the 6th second on, seen in every CI log).
 FUZZTIME    ?= 10m
 FUZZMINTIME ?= 2s
+FUZZTIMEOUT ?= 0
 FUZZ_TARGETS := ./election:FuzzElection ./agent/wire:FuzzDecode ./agent/wire:FuzzParseWire ./agent:FuzzDecodeHardState
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; \
 		time=$(FUZZTIME); case $$rest in *:*) time=$${rest#*:};; esac; \
 		echo "fuzz $$name in $$pkg for $$time"; \
 		$(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $$time \
-			-fuzzminimizetime $(FUZZMINTIME) -timeout 0 || exit 1; done
+			-fuzzminimizetime $(FUZZMINTIME) -timeout $(FUZZTIMEOUT) || exit 1; done
 
 # The short run counts executions instead of timing them: Go 1.26's fuzzing
 # coordinator can fail a run whose -fuzztime is a duration with a bare
 # "context deadline exceeded" when that duration ends (go.dev/issue/75804,
 # CI 2026-12-04, FuzzParseWire; no input had failed), and a count has no
-# such deadline. The counts take 10-20 s each on 2 cores; -timeout 10m stops
-# a run that hangs instead.
+# such deadline. The counts take 10-20 s each on 2 cores; a timeout of 10m
+# stops a run that hangs instead.
 # FuzzDecodeHardState is left out of the short run: its test binary is the
 # whole agent package, so an input costs about half a second (40 in 20 s);
 # its seeds still run in make test.
 FUZZ_SHORT_TARGETS := ./election:FuzzElection:40000x ./agent/wire:FuzzDecode:400000x ./agent/wire:FuzzParseWire:200000x
 fuzz-short:
-	@for t in $(FUZZ_SHORT_TARGETS); do pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; time=$${rest#*:}; \
-		echo "fuzz $$name in $$pkg for $$time"; \
-		$(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $$time \
-			-fuzzminimizetime $(FUZZMINTIME) -timeout 10m || exit 1; done
+	$(MAKE) fuzz FUZZ_TARGETS="$(FUZZ_SHORT_TARGETS)" FUZZTIMEOUT=10m
 
 # Fault-injection suite (internal/chaos): five real agent processes, each
 # behind a fault proxy, on two nats-servers clustered through a route proxy.

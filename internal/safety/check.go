@@ -106,6 +106,14 @@ func SwarmFaults(seed uint64, faults Fault) Fault {
 	return out
 }
 
+// faults returns the fault kinds rc's run uses.
+func (rc RunConfig) faults() Fault {
+	if rc.Swarm {
+		return SwarmFaults(rc.Seed, rc.Faults)
+	}
+	return rc.Faults
+}
+
 // witnessesOf returns the witnesses the seed gives a site of n members: none
 // for two seeds in three, else 1..(n-1)/2 members chosen at random (n = 3:
 // a two-gateway site's witness; n = 5: up to two). At least one member is
@@ -205,10 +213,7 @@ func run(rc RunConfig, c *chooser, trace func(string)) (out Outcome) {
 		}
 		out.Choices = len(c.rec) + c.pos
 	}()
-	faults := rc.Faults
-	if rc.Swarm {
-		faults = SwarmFaults(rc.Seed, faults)
-	}
+	faults := rc.faults()
 	has := func(f Fault) bool { return faults&f != 0 }
 	// The site's settings come from the seed alone, not from the choices,
 	// so that a shrunk run keeps them.

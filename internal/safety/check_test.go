@@ -64,7 +64,7 @@ func checkCase(t *testing.T, alg string, n int, first uint64) {
 			short, trace := Shrink(rc, choices, out, *shrinkFor)
 			t.Fatalf("seed %d: %s%s\nshrunk from %d to %d choices; trace:\n%s", rc.Seed, out.Violation, out.Liveness, len(choices), len(short), strings.Join(trace, "\n"))
 		}
-		t.Logf("seed %d (faults %s): %d steps, %d quiet periods, longest wait %d ticks", rc.Seed, faultsOf(rc), out.Steps, out.Quiet, out.Worst)
+		t.Logf("seed %d (faults %s): %d steps, %d quiet periods, longest wait %d ticks", rc.Seed, rc.faults(), out.Steps, out.Quiet, out.Worst)
 		return
 	}
 	var (
@@ -130,15 +130,7 @@ func checkCase(t *testing.T, alg string, n int, first uint64) {
 	_, choices := Record(*failure)
 	short, trace := Shrink(*failure, choices, failOut, *shrinkFor)
 	t.Fatalf("seed %d (n=%d %s, faults %s): %s%s\nshrunk from %d to %d choices; trace:\n%s",
-		failure.Seed, n, alg, faultsOf(*failure), failOut.Violation, failOut.Liveness, len(choices), len(short), strings.Join(trace, "\n"))
-}
-
-// faultsOf names the fault kinds rc's run uses.
-func faultsOf(rc RunConfig) Fault {
-	if rc.Swarm {
-		return SwarmFaults(rc.Seed, rc.Faults)
-	}
-	return rc.Faults
+		failure.Seed, n, alg, failure.faults(), failOut.Violation, failOut.Liveness, len(choices), len(short), strings.Join(trace, "\n"))
 }
 
 // TestFoundSeeds replays runs in which the long checker found a broken
