@@ -43,3 +43,57 @@ func TestBullyBackingOffMemberDoesNotAnswerOK(t *testing.T) {
 		t.Fatal("a member in election backoff answered OK: the asker would wait for a COORDINATOR that cannot come")
 	}
 }
+
+// TestBullyRefusingMemberKeepsItsWait: a member that refuses a lower
+// member's COORDINATOR and is already waiting for a higher one to stand
+// keeps that wait's deadline. Found by the checker's swarm runs (seeds in
+// internal/safety's TestFoundSeeds): with the highest member drained and
+// unaware of it, n3 waited for n4 to stand; n1 and n2 stood in turn, a few
+// ticks apart, each refused by n3, and each refusal started n3's wait over,
+// so n3 never gave up on n4 and stood itself; every member was up, every
+// link whole, and the site had no leader for ever.
+func TestBullyRefusingMemberKeepsItsWait(t *testing.T) {
+	members := []Member{{ID: "n1", Priority: 1}, {ID: "n2", Priority: 2}, {ID: "n3", Priority: 3}, {ID: "n4", Priority: 4}}
+	cfg := testConfig("n3", members)
+	n, err := NewBully(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// n3 hears no leader: after its start-up wait it tells n4, the highest
+	// member in its view, that it would vote for it, and waits for n4's
+	// COORDINATOR.
+	waiting := -1
+	for i := 0; i < 3*cfg.ElectionTicks && waiting < 0; i++ {
+		n.Tick()
+		for _, m := range n.Ready().Messages {
+			if m.Type == MsgPreVoteReply && m.To == "n4" && m.Granted {
+				waiting = i
+			}
+		}
+	}
+	if waiting < 0 {
+		t.Fatalf("n3 never waited for n4: %+v", n.Status())
+	}
+	// n4 never stands. n1 and n2 stand in turn every 4 ticks; n3 refuses
+	// each. Within its answer window n3 must still give up on n4 and go on
+	// with the election (an ELECTION to n4).
+	from := []string{"n1", "n2"}
+	for i := 1; i <= cfg.AnswerTicks+1; i++ {
+		if i%4 == 0 {
+			m := Message{Type: MsgCoordinator, From: from[i/4%2], To: "n3", Term: n.Status().Term + 1, Seq: 1}
+			if err := n.Step(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n.Tick()
+		for _, m := range n.Ready().Messages {
+			if m.Type == MsgCoordinator && m.From == "n3" {
+				t.Fatalf("tick %d: n3 stood without giving n4 its window", i)
+			}
+			if m.Type == MsgElection && m.To == "n4" {
+				return
+			}
+		}
+	}
+	t.Fatalf("n3 still waits for n4 %d ticks after it began, refusing lower candidates: %+v", cfg.AnswerTicks+1, n.Status())
+}

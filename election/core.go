@@ -1199,7 +1199,12 @@ func (c *core) stepCoordinator(m Message) error {
 		c.adoptTerm(m.Term)
 		c.send(Message{Type: MsgVote, To: m.From, Term: c.hs.Term, Seq: m.Seq})
 		c.event(EventVoteRefused, m.From, ReasonOutrankedBy)
-		if c.role != Candidate {
+		if c.role != Candidate && !c.alg.busy() {
+			// Already waiting (for a higher member's COORDINATOR, or its
+			// OK): keep that wait's deadline. Starting over would put it
+			// off again with every lower candidacy, and lower members
+			// that stand in turn, each refused, would keep this member
+			// waiting for ever on a higher one that never stands.
 			c.alg.startElection("")
 		}
 		return nil

@@ -144,21 +144,28 @@ func TestFoundSeeds(t *testing.T) {
 		seed      uint64
 		what      string
 		witnesses bool // the run as TestCheckSafety makes it since witnesses exist
+		swarm     bool // a swarm run (odd seeds since swarm runs exist)
 	}{
 		// A candidate whose own connection closed led on an acknowledgement
 		// that was on its way (TestCandidateWhoseConnectionClosedDoesNotLead).
-		{"ring", 3, 1796173225347800026, "two leases at once", false},
+		{"ring", 3, 1796173225347800026, "two leases at once", false, false},
 		// Two members deposed each other's fresh leadership for ever: each
 		// stood again at once on an acknowledgement from a later term, which a
 		// third member had from voting in the other's round.
-		{"ring", 5, 1796174004091669474, "no leader 400 ticks after the faults", false},
+		{"ring", 5, 1796174004091669474, "no leader 400 ticks after the faults", false, false},
 		// Two of four members drained, the one that may stand kept sending
 		// its token past a drained member that told it only every other D
 		// that it was alive (TestRingDrainedMemberTellsMembersItPresumesDead).
-		{"ring", 4, 1796400302808336776, "no leader 400 ticks after the faults", true},
+		{"ring", 4, 1796400302808336776, "no leader 400 ticks after the faults", true, false},
+		// The highest member drained, the next one waiting for it to stand;
+		// lower members stood in turn, each refused by the waiting member,
+		// and each refusal started its wait over
+		// (TestBullyRefusingMemberKeepsItsWait).
+		{"bully", 4, 1796403900140611435, "no leader 400 ticks after the faults", true, true},
+		{"bully", 7, 1796403900143612187, "no leader 400 ticks after the faults", true, true},
 	} {
 		t.Run(fmt.Sprintf("%s/n=%d/%d", c.alg, c.n, c.seed), func(t *testing.T) {
-			out := Run(RunConfig{N: c.n, Algorithm: c.alg, Faults: AllFaults, Seed: c.seed, Steps: *runLen, Witnesses: c.witnesses})
+			out := Run(RunConfig{N: c.n, Algorithm: c.alg, Faults: AllFaults, Seed: c.seed, Steps: *runLen, Witnesses: c.witnesses, Swarm: c.swarm})
 			if out.Failed() {
 				t.Fatalf("%s again: %s%s", c.what, out.Violation, out.Liveness)
 			}
