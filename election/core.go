@@ -72,6 +72,7 @@ type core struct {
 	standAfter int64            // backoff: do not proclaim before this tick
 	pending    *pendingMsg      // a COORDINATOR deferred because a live leader was still heard
 	nominee    string           // the member the last hand-over named (by this member or the leader), until a leader is heard
+	nominated  int64            // when nominee was set
 	// goneAt is the tick at which the bus reported the backed leader's
 	// connection closed, in term goneTerm. An election this member starts
 	// on that report, in that term and within AnswerTicks, needs no
@@ -781,7 +782,7 @@ func (c *core) resign(nominee string, reason Reason) error {
 	c.stepDown(reason, "")
 	// The nominee's COORDINATOR must find this member willing: it named
 	// the nominee itself, so it does not refuse it as outranked.
-	c.nominee = nominee
+	c.nominee, c.nominated = nominee, c.now
 	c.standAfter = c.now + int64(c.backoffTicks())
 	c.send(Message{Type: MsgResign, Term: c.hs.Term, Nominee: nominee})
 	if nominee != "" {
@@ -1288,7 +1289,7 @@ func (c *core) stepResign(m Message) error {
 		return nil
 	}
 	c.released = true
-	c.nominee = m.Nominee
+	c.nominee, c.nominated = m.Nominee, c.now
 	if c.witness[m.Nominee] {
 		c.nominee = "" // a leader whose list lacks the witness: proceed as if it named no one
 	}
@@ -1397,10 +1398,15 @@ func (c *core) startPreVote() {
 // suspect tells expected, unasked, that this member no longer hears a
 // leader and would vote for it in the next term: its pre-vote. Not sent
 // when the bus confirmed the leader gone (the expected member was told too
-// and proclaims without pre-votes) or when the leader resigned (its nominee
-// proclaims at once).
+// and proclaims without pre-votes) or when the leader resigned lately (its
+// nominee proclaims at once). A nomination older than the answer timeout
+// silences no one: the nominee had its chance, and a drained member kept
+// silent by it for good (its announcements are these pre-votes) was skipped
+// by every round, so that a site whose quorum needs its vote stayed
+// leaderless (the checker: a Ring of three with quorum 3).
 func (c *core) suspect(expected string) {
-	if expected == c.self.ID || c.goneConfirmed() || (c.released && c.nominee != "") || c.leaderLive() || c.hs.Term >= MaxTerm {
+	nominated := c.released && c.nominee != "" && c.now-c.nominated <= int64(c.cfg.AnswerTicks)
+	if expected == c.self.ID || c.goneConfirmed() || nominated || c.leaderLive() || c.hs.Term >= MaxTerm {
 		return
 	}
 	c.send(Message{Type: MsgPreVoteReply, To: expected, Term: c.hs.Term + 1, Granted: true})

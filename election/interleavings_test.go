@@ -388,3 +388,37 @@ func TestCandidateThatGivesWayFreesItsVoters(t *testing.T) {
 		t.Errorf("n3 leads term %d, want %d: one election, no failed round", got, term+1)
 	}
 }
+
+// 12. A nomination that came to nothing silenced its member for good. n2
+// leads a Ring of three whose quorum is all three and hands over to n1; its
+// RESIGN reaches n3 but never n1, and then n3 is drained (no one learns it:
+// there is no leader to acknowledge). n1 and n2 expect n3 to start the
+// round, wait for it in vain, mark it dead and send their tokens past it,
+// so they need n3 to tell them it is alive (a drained member's unasked
+// pre-vote, every D). n3 kept silent while it remembered the nomination,
+// and it remembered it until a leader was heard: none ever was. The
+// checker found it once its sites got quorums above a majority.
+func TestStaleNominationDoesNotSilenceDrainedMember(t *testing.T) {
+	for _, alg := range []string{"ring", "bully"} {
+		t.Run(alg, func(t *testing.T) {
+			w := site(t, 3, alg, func(c *election.Config) {
+				c.Quorum = 3
+				c.Preemption = election.PreemptNever
+			}, false)
+			until(t, w, 200, "n3 leads", nil, leads(w, "n3"))
+			if err := w.Resign("n3", "n2"); err != nil {
+				t.Fatal(err)
+			}
+			until(t, w, 200, "n2 leads", nil, leads(w, "n2"))
+			if err := w.Resign("n2", "n1"); err != nil {
+				t.Fatal(err)
+			}
+			w.Drop(mustBeOne(t, w.Find(election.MsgResign, "n2", "n1", 0), "RESIGN to n1"))
+			w.Drain("n3", true)
+			until(t, w, 20*w.Config("n3").ElectionTicks, "a leader", nil, func() bool {
+				l, ok := w.Agreed()
+				return ok && l != ""
+			})
+		})
+	}
+}
