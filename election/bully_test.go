@@ -97,3 +97,40 @@ func TestBullyRefusingMemberKeepsItsWait(t *testing.T) {
 	}
 	t.Fatalf("n3 still waits for n4 %d ticks after it began, refusing lower candidates: %+v", cfg.AnswerTicks+1, n.Status())
 }
+
+// TestPreVoteAskedWithinShortAnswerTimeout: with an answer timeout of one
+// tick (the least an agent's config accepts), a member that stands asks for
+// pre-votes before its window closes. The request used to wait a tick for
+// the unasked pre-votes first, the window closed in that same tick, and
+// the request never went out: found by the checker (a site of seven with
+// quorum 5, leaderless with every member up).
+func TestPreVoteAskedWithinShortAnswerTimeout(t *testing.T) {
+	members := []Member{{ID: "n1", Priority: 1}, {ID: "n2", Priority: 2}, {ID: "n3", Priority: 3}}
+	for _, answer := range []int{1, 2, 3, 4, 10} {
+		cfg := testConfig("n3", members)
+		cfg.AnswerTicks = answer
+		n, err := NewBully(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asked := false
+		for i := 0; i < 3*cfg.ElectionTicks; i++ {
+			n.Tick()
+			rd := n.Ready()
+			for _, m := range rd.Messages {
+				asked = asked || m.Type == MsgPreVote
+			}
+			for _, ev := range rd.Events {
+				if ev.Kind == EventElectionFailed && ev.Reason == ReasonNoPreVotes {
+					if !asked {
+						t.Fatalf("answer timeout %d: the pre-vote window closed at tick %d before the request went out", answer, i)
+					}
+					break
+				}
+			}
+		}
+		if !asked {
+			t.Fatalf("answer timeout %d: n3 never asked for pre-votes: %+v", answer, n.Status())
+		}
+	}
+}

@@ -1391,7 +1391,17 @@ func (c *core) startPreVote() {
 		c.proclaim()
 		return
 	}
-	c.preVoteAsk = c.now + int64(max(1, c.cfg.AnswerTicks/4))
+	if ask := c.cfg.AnswerTicks / 4; ask > 0 {
+		c.preVoteAsk = c.now + int64(ask)
+	} else {
+		// An answer timeout under four ticks leaves no time to wait for
+		// the unasked pre-votes first: ask at once. (Asked a tick later,
+		// with an answer timeout of one tick the window closed before the
+		// request went out, and no pre-vote was ever asked for: the
+		// checker found a site of seven with quorum 5 leaderless so.)
+		c.preVoteAsk = c.now + int64(c.cfg.HeartbeatTicks)
+		c.send(Message{Type: MsgPreVote, Term: c.hs.Term + 1, Seq: c.preVoteSq})
+	}
 	c.preVoteEnd = c.now + int64(c.cfg.AnswerTicks)
 }
 
