@@ -72,6 +72,53 @@ type RunConfig struct {
 	// SwarmFaults): Faults is then the most a run may use. Off, a seed
 	// gives the run it gave before.
 	Swarm bool
+	// Timing lets the seed give a third of the sites other timings than
+	// BaseConfig's, any an agent's config accepts (see timingOf). Off, a
+	// seed gives the run it gave before.
+	Timing bool
+}
+
+// Timing is a site's timing in ticks, as timingOf draws it; zero fields
+// keep BaseConfig's (and the checker's answer timeout and hold-down).
+type Timing struct {
+	ElectionTicks, LeaseTicks, AnswerTicks, RingHopTicks, HoldDownTicks, Quorum int
+}
+
+// timingOf draws a timing from r for a site of n members, among those an
+// agent accepts (agent.Config's rules at TicksPerHeartbeat = 10): D of 3, 4,
+// 5 or 8 heartbeat periods; a lease from just over H to the longest that
+// keeps L + H below D; an answer timeout of one tick up to D; a Ring hop
+// timeout left to its default or up to the answer timeout; a hold-down of
+// up to 15 H; and for a third of the sites a quorum above a majority, up to
+// every member. The checker's runs otherwise all have D = 3H, the longest
+// lease and a majority, and a rule that holds only there (a margin, a wait
+// that fits inside another) would go unseen.
+func timingOf(r *rand.Rand, n int) Timing {
+	const h = 10
+	d := h * []int{3, 3, 4, 5, 8}[r.IntN(5)]
+	t := Timing{ElectionTicks: d}
+	t.LeaseTicks = h + 1 + r.IntN(d-2*h-1) // h+1 .. d-h-1
+	t.AnswerTicks = 1 + r.IntN(d)
+	if r.IntN(2) == 0 {
+		t.RingHopTicks = 1 + r.IntN(t.AnswerTicks)
+	}
+	t.HoldDownTicks = 1 + r.IntN(15*h)
+	if maj := election.Majority(n); maj < n && r.IntN(3) == 0 {
+		t.Quorum = maj + 1 + r.IntN(n-maj)
+	}
+	return t
+}
+
+// liveness is the bound for a site with timing t: DefaultLiveness scaled
+// to its D and answer timeout (the waits DefaultLiveness adds up are a few
+// D and a few answer timeouts).
+func (t Timing) liveness() int {
+	return max(DefaultLiveness, 13*t.ElectionTicks+6*t.AnswerTicks)
+}
+
+func (t Timing) apply(cfg *election.Config) {
+	cfg.ElectionTicks, cfg.LeaseTicks, cfg.AnswerTicks = t.ElectionTicks, t.LeaseTicks, t.AnswerTicks
+	cfg.RingHopTicks, cfg.HoldDownTicks, cfg.Quorum = t.RingHopTicks, t.HoldDownTicks, t.Quorum
 }
 
 // SwarmFaults returns the fault kinds a swarm run of the seed uses: each
@@ -227,6 +274,14 @@ func run(rc RunConfig, c *chooser, trace func(string)) (out Outcome) {
 	pre := election.Preemption(site.IntN(3))
 	answer := 5 + site.IntN(16) // 5..20 ticks
 	routes := has(FaultRoute) && site.IntN(2) == 0
+	// Drawn after the settings above, so that a run without it is the run
+	// its seed gave before.
+	var timing *Timing
+	if rc.Timing && site.IntN(3) == 0 {
+		t := timingOf(site, rc.N)
+		timing = &t
+		rc.Liveness = max(rc.Liveness, t.liveness())
+	}
 	var witnesses []string
 	if rc.Witnesses {
 		witnesses = witnessesOf(rc.Seed, rc.N)
@@ -237,11 +292,18 @@ func run(rc RunConfig, c *chooser, trace func(string)) (out Outcome) {
 			cfg.Preemption = pre
 			cfg.AnswerTicks = answer
 			cfg.HoldDownTicks = 40
+			if timing != nil {
+				timing.apply(cfg)
+			}
 		},
 		Fail: func(msg string) { panic(violation{msg}) },
 	})
 	if trace != nil {
-		trace(fmt.Sprintf("site: n=%d %s faults=%s preemption=%d answer=%d routes=%v skew=%v witnesses=%v", rc.N, rc.Algorithm, faults, pre, answer, routes, skew, witnesses))
+		tm := "base"
+		if timing != nil {
+			tm = fmt.Sprintf("%+v", *timing)
+		}
+		trace(fmt.Sprintf("site: n=%d %s faults=%s preemption=%d answer=%d routes=%v skew=%v witnesses=%v timing=%s", rc.N, rc.Algorithm, faults, pre, answer, routes, skew, witnesses, tm))
 	}
 	a := &adversary{w: w, c: c, has: has, routes: routes, trace: trace}
 	for w.Steps < rc.Steps && !c.done {

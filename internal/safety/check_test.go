@@ -20,13 +20,15 @@ var (
 	shrinkFor = flag.Duration("safety.shrink", time.Minute, "how long to shrink a failing run")
 	only      = flag.Uint64("safety.only", 0, "run just this seed (with -safety.n and -safety.alg naming one case)")
 	swarm     = flag.Bool("safety.swarm", true, "make every odd seed's run a swarm run (RunConfig.Swarm)")
+	timing    = flag.Bool("safety.timing", true, "let a third of the seeds give the site other timings and quorums (RunConfig.Timing)")
 )
 
 // runConfig is the run TestCheckSafety makes of a seed: every fault kind,
-// witnesses as the seed gives them, and a swarm run for odd seeds.
+// witnesses as the seed gives them, a swarm run for odd seeds, and for a
+// third of the seeds a site timing other than BaseConfig's.
 func runConfig(alg string, n int, seed uint64) RunConfig {
 	return RunConfig{N: n, Algorithm: alg, Faults: AllFaults, Seed: seed, Steps: *runLen, Witnesses: true,
-		Swarm: *swarm && seed%2 == 1}
+		Swarm: *swarm && seed%2 == 1, Timing: *timing}
 }
 
 // TestCheckSafety runs the adversarial checker: randomized runs of a
