@@ -35,6 +35,11 @@ func (b *bully) reset()          { b.phase, b.expect = bullyIdle, "" }
 // COORDINATOR is the core's pending request).
 func (b *bully) leaderReleased() bool { return false }
 
+// announcesAlive implements algorithm: a Bully member waits for a silent
+// member at most one answer window and then asks the ranks above it, so
+// none needs to be told who is alive.
+func (b *bully) announcesAlive() bool { return false }
+
 func (b *bully) wait(p bullyPhase, expect string, ticks int) {
 	b.phase, b.expect, b.until = p, expect, b.c.now+int64(ticks)
 }

@@ -31,6 +31,11 @@ type algorithm interface {
 	// tokens) handles them now. It reports whether the node joined an
 	// election on what it held.
 	leaderReleased() bool
+	// announcesAlive reports whether a member that never stands (drained,
+	// or a witness) tells every member it is alive while no leader is
+	// heard (core.tellAlive): Ring members skip a member they do not hear
+	// from, Bully members only wait for one.
+	announcesAlive() bool
 }
 
 // core holds the state both algorithms share. It is the Node; the algorithm
@@ -73,6 +78,7 @@ type core struct {
 	pending    *pendingMsg      // a COORDINATOR deferred because a live leader was still heard
 	nominee    string           // the member the last hand-over named (by this member or the leader), until a leader is heard
 	nominated  int64            // when nominee was set
+	aliveAt    int64            // when this member, never standing, last told the others it is alive (tellAlive)
 	// goneAt is the tick at which the bus reported the backed leader's
 	// connection closed, in term goneTerm. An election this member starts
 	// on that report, in that term and within AnswerTicks, needs no
@@ -378,6 +384,7 @@ const (
 	tPreVoteEnd              // follower: the pre-votes did not come in time
 	tPreVoteAsk              // follower: ask for pre-votes (again)
 	tAlgorithm               // follower: the algorithm's phase timed out
+	tAlive                   // follower that never stands: tell the others it is alive
 	tStand                   // follower: the backoff ended; stand
 	numTimers
 )
@@ -408,6 +415,9 @@ func (c *core) deadlines() (d [numTimers]int64) {
 			// Backing a leader; or the silence just began and what was kept
 			// while it was heard waits for the suspicion to be handled.
 			d[tSuspect] = c.lastLeaderContact + int64(c.cfg.ElectionTicks)
+		}
+		if !c.mayStand() && !c.leaderLive() && c.alg.announcesAlive() {
+			d[tAlive] = c.aliveAt + max(1, int64(c.cfg.ElectionTicks)/2)
 		}
 		switch {
 		case c.leaderLive():
@@ -452,6 +462,8 @@ func (c *core) fire(t timer) {
 		c.send(Message{Type: MsgPreVote, Term: c.hs.Term + 1, Seq: c.preVoteSq})
 	case tAlgorithm:
 		c.alg.onDeadline()
+	case tAlive:
+		c.tellAlive()
 	case tStand:
 		if !c.mayStand() {
 			// Drained: it takes part in the others' election (its
@@ -1423,6 +1435,25 @@ func (c *core) suspect(expected string) {
 }
 
 func (c *core) endPreVote() { c.preVotes = nil }
+
+// tellAlive sends a member that never stands (drained, or a witness) and
+// hears no leader its unasked pre-vote to every other member, which tells
+// them it is alive. Ring members pass over a member unheard for D when they
+// wait for a round or route a token (ring.presumedDead), so a member that
+// only votes must be heard from within every D of theirs: it tells them
+// every D/2 of its own (a period of D by its clock against a window of D by
+// theirs let a late announcement cost a round), on its own deadline rather
+// than its election's, which a vote and the backoff after it kept from
+// coming for up to three D while the others needed its vote (the checker: a
+// Ring of three with quorum 3, leaderless with every member up).
+func (c *core) tellAlive() {
+	c.aliveAt = c.now
+	for _, m := range c.members {
+		if m.ID != c.self.ID {
+			c.suspect(m.ID)
+		}
+	}
+}
 
 // preVoteFailed ends a pre-vote without a quorum. The member asks again
 // after D, not after the exponential backoff of failed elections: a

@@ -231,6 +231,38 @@ func TestRingDrainedMemberTellsMembersItPresumesDead(t *testing.T) {
 	}
 }
 
+// TestRingDrainedMemberTellsAliveWhileItVotes: a drained Ring member
+// without a leader tells the others it is alive every D/2, on a deadline of
+// its own, also while it votes in the rounds of others. Its announcements
+// used to come with its own election's steps, which a vote (and the
+// backoff after the round it voted in) put off for up to three D; a member
+// that did not hear it within D sent its token past it, and a Ring of three
+// with quorum 3 stayed leaderless with every member up (make check-safety,
+// with other timings; internal/safety TestFoundSeeds replays that run).
+func TestRingDrainedMemberTellsAliveWhileItVotes(t *testing.T) {
+	n, _, cfg := drainedRingTop(t)
+	period := cfg.ElectionTicks / 2
+	last, seq := -1, uint64(0)
+	for i := range 8 * cfg.ElectionTicks {
+		if i%7 == 3 {
+			// n2 starts a round every 7 ticks; n3 votes in each.
+			seq++
+			if err := n.Step(Message{Type: MsgRingToken, From: "n2", To: "n3", Term: 1, Seq: seq, Initiator: "n2", Candidate: "n2"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n.Tick()
+		for _, m := range n.Ready().Messages {
+			if m.Type == MsgPreVoteReply && m.Granted && m.Seq == 0 && m.To == "n1" {
+				last = i
+			}
+		}
+		if i >= cfg.ElectionTicks+period && i-last > period {
+			t.Fatalf("tick %d: the drained member last told n1 it is alive at tick %d, more than D/2 (%d ticks) ago", i, last, period)
+		}
+	}
+}
+
 // drainedRingTop returns n3 of a Ring of three, drained.
 func drainedRingTop(t *testing.T) (Node, *core, Config) {
 	t.Helper()

@@ -100,6 +100,9 @@ func (r *ring) roundTicks() int64 {
 
 func (r *ring) busy() bool { return r.phase != ringIdle || len(r.hops) > 0 }
 
+// announcesAlive implements algorithm: see core.tellAlive.
+func (r *ring) announcesAlive() bool { return true }
+
 func (r *ring) deadline() int64 {
 	d := int64(1<<63 - 1)
 	if r.phase != ringIdle {
@@ -132,8 +135,9 @@ func (r *ring) startElection(expected string) {
 		// (they do not know it is drained). Tell every member that it is
 		// alive (its unasked pre-vote), so that the round one of them
 		// starts once its wait for this member ends passes through it for
-		// its vote rather than skipping it. It does so every D while no
-		// leader is heard, also when it expects no one: what it knows of
+		// its vote rather than skipping it. It does so now and every D/2
+		// while no leader is heard (core.tellAlive), also when it expects
+		// no one: what it knows of
 		// the others being drained may be stale (learned as leader, before
 		// one of them was undrained), and the only member that may stand
 		// would otherwise never hear from it. Every member, not only those
@@ -142,11 +146,7 @@ func (r *ring) startElection(expected string) {
 		// turn, and told only every other D, it kept finding this member
 		// unheard for longer than its wait allows (the checker: a Ring of
 		// four, two members drained, leaderless for 400 ticks).
-		for _, m := range c.members {
-			if m.ID != c.self.ID {
-				c.suspect(m.ID)
-			}
-		}
+		c.tellAlive()
 	}
 	if expected == "" {
 		r.phase = ringIdle // drained, and no one else to wait for
