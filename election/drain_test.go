@@ -197,7 +197,7 @@ func TestRingDrainedMemberWithStaleViewStillAnnouncesItself(t *testing.T) {
 }
 
 // TestRingDrainedMemberTellsMembersItPresumesDead: a drained Ring member
-// without a leader tells every member that it is alive every D, also one it
+// without a leader tells every member that it is alive every D/2, also one it
 // presumes dead. The member that may stand sends a drained member nothing
 // while it skips it, so the drained member's own timeouts on it come and go;
 // told only while they were gone, it heard the drained member every other D,
@@ -213,7 +213,7 @@ func TestRingDrainedMemberTellsMembersItPresumesDead(t *testing.T) {
 		t.Fatal("n1 not presumed dead after its wait timed out")
 	}
 	told := 0
-	// Before the mark lapses (2 D): the first announcement, at D, must
+	// Before the mark lapses (2 D): the first announcements must
 	// reach n1 too.
 	for range 2*cfg.ElectionTicks - 1 {
 		n.Tick()
