@@ -3,6 +3,7 @@ package safety
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -76,12 +77,21 @@ type RunConfig struct {
 	// BaseConfig's, any an agent's config accepts (see timingOf). Off, a
 	// seed gives the run it gave before.
 	Timing bool
+	// Mixed lets a timing run's seed give its members different D and
+	// answer timeouts, as in a timing change made one gateway at a time
+	// (see timingOf). Off, a seed gives the run it gave before.
+	Mixed bool
 }
 
 // Timing is a site's timing in ticks, as timingOf draws it; zero fields
 // keep BaseConfig's (and the checker's answer timeout and hold-down).
+// Longer and Answers, when set, give member i (n<i+1>) a D of ElectionTicks
+// plus Longer[i] and an answer timeout of Answers[i]: a site in the middle
+// of a timing change made as deploy/arm64/README.md says (D grown on some
+// gateways before any lease), every lease below every member's D.
 type Timing struct {
 	ElectionTicks, LeaseTicks, AnswerTicks, RingHopTicks, HoldDownTicks, Quorum int
+	Longer, Answers                                                             []int
 }
 
 // timingOf draws a timing from r for a site of n members, among those an
@@ -89,11 +99,13 @@ type Timing struct {
 // 5 or 8 heartbeat periods; a lease from just over H to the longest that
 // keeps L + H below D; an answer timeout of one tick up to D; a Ring hop
 // timeout left to its default or up to the answer timeout; a hold-down of
-// up to 15 H; and for a third of the sites a quorum above a majority, up to
-// every member. The checker's runs otherwise all have D = 3H, the longest
-// lease and a majority, and a rule that holds only there (a margin, a wait
-// that fits inside another) would go unseen.
-func timingOf(r *rand.Rand, n int) Timing {
+// up to 15 H; for a third of the sites a quorum above a majority, up to
+// every member; and with mixed, for a third of them a site mid-change,
+// whose members' D and answer timeouts differ (Timing.Longer). The checker's runs
+// otherwise all have D = 3H, the longest lease and a majority, and a rule
+// that holds only there (a margin, a wait that fits inside another) would
+// go unseen.
+func timingOf(r *rand.Rand, n int, mixed bool) Timing {
 	const h = 10
 	d := h * []int{3, 3, 4, 5, 8}[r.IntN(5)]
 	t := Timing{ElectionTicks: d}
@@ -106,19 +118,42 @@ func timingOf(r *rand.Rand, n int) Timing {
 	if maj := election.Majority(n); maj < n && r.IntN(3) == 0 {
 		t.Quorum = maj + 1 + r.IntN(n-maj)
 	}
+	if mixed && r.IntN(3) == 0 {
+		for range n {
+			longer := 0
+			if r.IntN(2) == 0 {
+				longer = h * (1 + r.IntN(5))
+			}
+			t.Longer = append(t.Longer, longer)
+			t.Answers = append(t.Answers, 1+r.IntN(d+longer))
+		}
+	}
 	return t
+}
+
+// maxElection is the longest D of the site.
+func (t Timing) maxElection() int {
+	return t.ElectionTicks + slices.Max(append([]int{0}, t.Longer...))
 }
 
 // liveness is the bound for a site with timing t: DefaultLiveness scaled
 // to its D and answer timeout (the waits DefaultLiveness adds up are a few
 // D and a few answer timeouts).
 func (t Timing) liveness() int {
-	return max(DefaultLiveness, 13*t.ElectionTicks+6*t.AnswerTicks)
+	answer := slices.Max(append([]int{t.AnswerTicks}, t.Answers...))
+	return max(DefaultLiveness, 13*t.maxElection()+6*answer)
 }
 
 func (t Timing) apply(cfg *election.Config) {
 	cfg.ElectionTicks, cfg.LeaseTicks, cfg.AnswerTicks = t.ElectionTicks, t.LeaseTicks, t.AnswerTicks
 	cfg.RingHopTicks, cfg.HoldDownTicks, cfg.Quorum = t.RingHopTicks, t.HoldDownTicks, t.Quorum
+	if t.Longer != nil {
+		var i int
+		fmt.Sscanf(cfg.ID, "n%d", &i)
+		cfg.ElectionTicks += t.Longer[i-1]
+		cfg.AnswerTicks = t.Answers[i-1]
+		cfg.RingHopTicks = min(cfg.RingHopTicks, cfg.AnswerTicks)
+	}
 }
 
 // SwarmFaults returns the fault kinds a swarm run of the seed uses: each
@@ -278,7 +313,7 @@ func run(rc RunConfig, c *chooser, trace func(string)) (out Outcome) {
 	// its seed gave before.
 	var timing *Timing
 	if rc.Timing && site.IntN(3) == 0 {
-		t := timingOf(site, rc.N)
+		t := timingOf(site, rc.N, rc.Mixed)
 		timing = &t
 		rc.Liveness = max(rc.Liveness, t.liveness())
 	}

@@ -20,7 +20,7 @@ var (
 	shrinkFor = flag.Duration("safety.shrink", time.Minute, "how long to shrink a failing run")
 	only      = flag.Uint64("safety.only", 0, "run just this seed (with -safety.n and -safety.alg naming one case)")
 	swarm     = flag.Bool("safety.swarm", true, "make every odd seed's run a swarm run (RunConfig.Swarm)")
-	timing    = flag.Bool("safety.timing", true, "let a third of the seeds give the site other timings and quorums (RunConfig.Timing)")
+	timing    = flag.Bool("safety.timing", true, "let a third of the seeds give the site other timings and quorums, some of them different per member (RunConfig.Timing, Mixed)")
 )
 
 // runConfig is the run TestCheckSafety makes of a seed: every fault kind,
@@ -28,7 +28,7 @@ var (
 // third of the seeds a site timing other than BaseConfig's.
 func runConfig(alg string, n int, seed uint64) RunConfig {
 	return RunConfig{N: n, Algorithm: alg, Faults: AllFaults, Seed: seed, Steps: *runLen, Witnesses: true,
-		Swarm: *swarm && seed%2 == 1, Timing: *timing}
+		Swarm: *swarm && seed%2 == 1, Timing: *timing, Mixed: *timing}
 }
 
 // TestCheckSafety runs the adversarial checker: randomized runs of a
