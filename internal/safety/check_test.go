@@ -14,7 +14,7 @@ var (
 	steps     = flag.Int64("safety.steps", 300_000, "simulated steps per algorithm and group size")
 	runLen    = flag.Int64("safety.run", 20_000, "steps per randomized run (a fresh site)")
 	seed      = flag.Uint64("safety.seed", 0, "first seed (0: from the time)")
-	sizes     = flag.String("safety.n", "3,4,5,7", "group sizes")
+	sizes     = flag.String("safety.n", "2,3,4,5,7", "group sizes")
 	algs      = flag.String("safety.alg", "bully,ring", "algorithms")
 	workers   = flag.Int("safety.workers", 0, "runs in parallel per group size and algorithm (0: one)")
 	shrinkFor = flag.Duration("safety.shrink", time.Minute, "how long to shrink a failing run")
