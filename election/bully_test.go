@@ -1,6 +1,9 @@
 package election
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // TestBullyBackingOffMemberDoesNotAnswerOK: an OK tells a lower-ranked
 // member to wait for the answerer's COORDINATOR. A member in election backoff
@@ -133,4 +136,56 @@ func TestPreVoteAskedWithinShortAnswerTimeout(t *testing.T) {
 			t.Fatalf("answer timeout %d: n3 never asked for pre-votes: %+v", answer, n.Status())
 		}
 	}
+}
+
+// TestBullyRefusingPreVoterAsksAgain: a member that asks for pre-votes,
+// its waits for the ranks above over, and then refuses a lower candidate
+// (whose higher term ends that round) asks again in the new term at once.
+// It used to start the election over and wait for a higher member it had
+// not yet waited for; lower members that stood more often than it got
+// through those waits ended each of its rounds, and a site of seven with
+// quorum 6 stayed leaderless (the checker, with answer timeouts differing
+// between members; internal/safety TestFoundSeeds replays that run).
+func TestBullyRefusingPreVoterAsksAgain(t *testing.T) {
+	var members []Member
+	for i := 1; i <= 5; i++ {
+		members = append(members, Member{ID: fmt.Sprintf("n%d", i), Priority: i})
+	}
+	cfg := testConfig("n3", members)
+	n, err := NewBully(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// n4 and n5 never answer: n3 waits for n5, asks both with ELECTION,
+	// and then asks for pre-votes itself.
+	asking := false
+	for i := 0; i < 3*cfg.ElectionTicks+3*cfg.AnswerTicks && !asking; i++ {
+		n.Tick()
+		for _, m := range n.Ready().Messages {
+			asking = asking || m.Type == MsgPreVote
+		}
+	}
+	if !asking {
+		t.Fatalf("n3 never asked for pre-votes: %+v", n.Status())
+	}
+	term := n.Status().Term
+	if err := n.Step(Message{Type: MsgCoordinator, From: "n1", To: "n3", Term: term + 1, Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	refused := false
+	for _, m := range n.Ready().Messages {
+		refused = refused || (m.Type == MsgVote && m.To == "n1" && !m.Granted)
+	}
+	if !refused {
+		t.Fatal("n3 did not refuse the lower candidate")
+	}
+	for i := 0; i <= cfg.AnswerTicks/4; i++ {
+		n.Tick()
+		for _, m := range n.Ready().Messages {
+			if m.Type == MsgPreVote && m.Term == term+2 {
+				return
+			}
+		}
+	}
+	t.Fatalf("n3 did not ask for pre-votes in term %d within %d ticks of refusing n1: %+v", term+2, cfg.AnswerTicks/4+1, n.Status())
 }

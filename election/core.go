@@ -1209,10 +1209,21 @@ func (c *core) stepCoordinator(m Message) error {
 	if c.outranks(c.self.ID, m.From) && c.now >= c.standAfter && m.From != c.nominee && c.mayStand() {
 		// Bully: a lower-ranked member proclaimed while we are alive. Refuse
 		// and stand ourselves.
+		preVoting := c.preVotes != nil
 		c.adoptTerm(m.Term)
 		c.send(Message{Type: MsgVote, To: m.From, Term: c.hs.Term, Seq: m.Seq})
 		c.event(EventVoteRefused, m.From, ReasonOutrankedBy)
-		if c.role != Candidate && !c.alg.busy() {
+		switch {
+		case preVoting:
+			// It was asking for pre-votes, its waits for the ranks above
+			// over, and the candidate's term ended that round: ask again
+			// in the new term now. Starting the election over instead
+			// sent it back to waiting for the ranks above, and lower
+			// members that stood more often than it got through those
+			// waits ended each of its rounds (the checker: seven members,
+			// quorum 6, two drained, answer timeouts from 4 to 90 ticks).
+			c.tryProclaim()
+		case c.role != Candidate && !c.alg.busy():
 			// Already waiting (for a higher member's COORDINATOR, or its
 			// OK): keep that wait's deadline. Starting over would put it
 			// off again with every lower candidacy, and lower members
