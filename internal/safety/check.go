@@ -3,7 +3,6 @@ package safety
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
 
@@ -85,13 +84,13 @@ type RunConfig struct {
 
 // Timing is a site's timing in ticks, as timingOf draws it; zero fields
 // keep BaseConfig's (and the checker's answer timeout and hold-down).
-// Longer and Answers, when set, give member i (n<i+1>) a D of ElectionTicks
-// plus Longer[i] and an answer timeout of Answers[i]: a site in the middle
-// of a timing change made as deploy/arm64/README.md says (D grown on some
-// gateways before any lease), every lease below every member's D.
+// Longer and Answers, when set, give each member (by id) a D of
+// ElectionTicks plus Longer[id] and an answer timeout of Answers[id]: a site
+// in the middle of a timing change made as deploy/arm64/README.md says (D
+// grown on some gateways before any lease), every lease below every D.
 type Timing struct {
 	ElectionTicks, LeaseTicks, AnswerTicks, RingHopTicks, HoldDownTicks, Quorum int
-	Longer, Answers                                                             []int
+	Longer, Answers                                                             map[string]int
 }
 
 // timingOf draws a timing from r for a site of n members, among those an
@@ -101,10 +100,10 @@ type Timing struct {
 // timeout left to its default or up to the answer timeout; a hold-down of
 // up to 15 H; for a third of the sites a quorum above a majority, up to
 // every member; and with mixed, for a third of them a site mid-change,
-// whose members' D and answer timeouts differ (Timing.Longer). The checker's runs
-// otherwise all have D = 3H, the longest lease and a majority, and a rule
-// that holds only there (a margin, a wait that fits inside another) would
-// go unseen.
+// whose members' D and answer timeouts differ (Timing.Longer). The
+// checker's runs otherwise all have D = 3H, the longest lease and a
+// majority, and a rule that holds only there (a margin, a wait that fits
+// inside another) would go unseen.
 func timingOf(r *rand.Rand, n int, mixed bool) Timing {
 	const h = 10
 	d := h * []int{3, 3, 4, 5, 8}[r.IntN(5)]
@@ -119,13 +118,13 @@ func timingOf(r *rand.Rand, n int, mixed bool) Timing {
 		t.Quorum = maj + 1 + r.IntN(n-maj)
 	}
 	if mixed && r.IntN(3) == 0 {
-		for range n {
-			longer := 0
+		t.Longer, t.Answers = map[string]int{}, map[string]int{}
+		for i := range n {
+			id, longer := fmt.Sprintf("n%d", i+1), 0
 			if r.IntN(2) == 0 {
 				longer = h * (1 + r.IntN(5))
 			}
-			t.Longer = append(t.Longer, longer)
-			t.Answers = append(t.Answers, 1+r.IntN(d+longer))
+			t.Longer[id], t.Answers[id] = longer, 1+r.IntN(d+longer)
 		}
 	}
 	return t
@@ -133,26 +132,31 @@ func timingOf(r *rand.Rand, n int, mixed bool) Timing {
 
 // maxElection is the longest D of the site.
 func (t Timing) maxElection() int {
-	return t.ElectionTicks + slices.Max(append([]int{0}, t.Longer...))
+	longest := 0
+	for _, l := range t.Longer {
+		longest = max(longest, l)
+	}
+	return t.ElectionTicks + longest
 }
 
 // liveness is the bound for a site with timing t: DefaultLiveness scaled
 // to its D and answer timeout (the waits DefaultLiveness adds up are a few
 // D and a few answer timeouts).
 func (t Timing) liveness() int {
-	answer := slices.Max(append([]int{t.AnswerTicks}, t.Answers...))
+	answer := t.AnswerTicks
+	for _, a := range t.Answers {
+		answer = max(answer, a)
+	}
 	return max(DefaultLiveness, 13*t.maxElection()+6*answer)
 }
 
 func (t Timing) apply(cfg *election.Config) {
 	cfg.ElectionTicks, cfg.LeaseTicks, cfg.AnswerTicks = t.ElectionTicks, t.LeaseTicks, t.AnswerTicks
 	cfg.RingHopTicks, cfg.HoldDownTicks, cfg.Quorum = t.RingHopTicks, t.HoldDownTicks, t.Quorum
-	if t.Longer != nil {
-		var i int
-		fmt.Sscanf(cfg.ID, "n%d", &i)
-		cfg.ElectionTicks += t.Longer[i-1]
-		cfg.AnswerTicks = t.Answers[i-1]
-		cfg.RingHopTicks = min(cfg.RingHopTicks, cfg.AnswerTicks)
+	if a, ok := t.Answers[cfg.ID]; ok {
+		cfg.ElectionTicks += t.Longer[cfg.ID]
+		cfg.AnswerTicks = a
+		cfg.RingHopTicks = min(cfg.RingHopTicks, a)
 	}
 }
 
