@@ -1,6 +1,7 @@
 package election
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/edge-agent/edge-agent/election/quorum"
@@ -115,11 +116,14 @@ type core struct {
 	earlyPre   map[string]pendingMsg
 
 	// Candidate side.
-	votes      map[string]uint64 // voter -> seq of the request it granted (itself: the latest sent)
-	refusals   map[string]bool
-	voteEnd    int64
-	resentAt   int64 // tick the COORDINATOR was last sent
-	proclaimSq uint64
+	votes map[string]uint64 // voter -> seq of the request it granted (itself: the latest sent)
+	// votePromise: voter -> the shortest D it promised with a vote of
+	// this candidacy (Message.Promise, 0 read as this member's own D).
+	votePromise map[string]int
+	refusals    map[string]bool
+	voteEnd     int64
+	resentAt    int64 // tick the COORDINATOR was last sent
+	proclaimSq  uint64
 	// standing is the term of this member's candidacy until it ends (see
 	// settleCandidacy); 0 when it has none.
 	standing uint64
@@ -135,8 +139,13 @@ type core struct {
 	acked        map[string]uint64
 	ackedAt      map[string]int64
 	healthySince map[string]int64
-	leaseSeq     uint64
-	leaderSince  int64
+	// promised: member -> the D it promised with the acknowledgement
+	// counted in acked (Message.Promise; see ackLease).
+	promised map[string]int
+	// The lease runs for leaseTicks from the send of heartbeat leaseSeq.
+	leaseSeq    uint64
+	leaseTicks  int
+	leaderSince int64
 	// cutOff: member -> this member's heartbeat counter when the route
 	// between their servers closed. A vote or an acknowledgement of a
 	// request sent before then no longer counts: the member was released
@@ -233,6 +242,9 @@ func (c *core) isMember(id string) bool { _, ok := c.rankOf[id]; return ok }
 
 func (c *core) send(m Message) {
 	m.From = c.self.ID
+	if (m.Type == MsgAck && m.Seq != 0) || (m.Type == MsgVote && m.Granted) {
+		m.Promise = c.cfg.ElectionTicks
+	}
 	c.msgs = append(c.msgs, m)
 }
 
@@ -323,6 +335,7 @@ func (c *core) Ready() Ready {
 		Leader:           c.leader,
 		Term:             c.hs.Term,
 		LeaseSeq:         c.leaseSeq,
+		LeaseTicks:       c.leaseTicks,
 		Events:           c.events,
 	}
 	c.msgs, c.events, c.hsChanged = nil, nil, false
@@ -403,7 +416,7 @@ func (c *core) deadlines() (d [numTimers]int64) {
 	switch c.role {
 	case Leader:
 		d[tHeartbeat] = c.hbAt + h
-		d[tLease] = c.sentAt[c.leaseSeq] + int64(c.cfg.LeaseTicks)
+		d[tLease] = c.leaseEnd()
 		d[tPreempt] = c.preemptAt()
 	case Candidate:
 		d[tVotes] = c.voteEnd
@@ -564,9 +577,7 @@ func (c *core) heartbeat() {
 	// its own heartbeat: with nobody to acknowledge it, the lease must
 	// still run from this send. With a larger quorum this changes nothing:
 	// the leader's own seq is always the newest.
-	if q := c.quorumSeq(); q > c.leaseSeq {
-		c.leaseSeq = q
-	}
+	c.renewLease()
 	alive := make([]string, 0, len(c.members))
 	for _, m := range c.members {
 		if c.alive(m.ID) {
@@ -589,18 +600,20 @@ func (c *core) becomeLeader() {
 	c.acked = make(map[string]uint64, len(c.members))
 	c.ackedAt = make(map[string]int64, len(c.members))
 	c.healthySince = make(map[string]int64, len(c.members))
+	c.promised = make(map[string]int, len(c.members))
 	for id, seq := range c.votes {
 		if id != c.self.ID {
 			c.acked[id] = seq
 			c.ackedAt[id] = c.now
 			c.healthySince[id] = c.now
+			c.promised[id] = c.promiseOf(c.votePromise[id])
 		}
 	}
 	// The lease runs from the newest request that a quorum answered: each
 	// vote echoes the seq of the COORDINATOR it answered (a repeat has a
 	// seq of its own), and a voter backs this member from when it got it.
-	c.leaseSeq = c.quorumSeq()
-	c.votes, c.refusals = nil, nil
+	c.leaseSeq, c.leaseTicks = c.quorumLease()
+	c.votes, c.refusals, c.votePromise = nil, nil, nil
 	c.event(EventElectionWon, "", ReasonNone)
 	c.setLeader(c.self.ID)
 	if c.cfg.Backoff != nil {
@@ -615,8 +628,8 @@ func (c *core) stepDown(reason Reason, peer string) {
 		c.event(EventSteppedDown, peer, reason)
 	}
 	c.role = Follower
-	c.leaseSeq = 0
-	c.acked, c.ackedAt, c.healthySince = nil, nil, nil
+	c.leaseSeq, c.leaseTicks = 0, 0
+	c.acked, c.ackedAt, c.healthySince, c.promised = nil, nil, nil, nil
 	c.sentAt = make(map[uint64]int64)
 	c.setLeader("")
 	c.lastLeaderContact = neverTick
@@ -673,7 +686,7 @@ func (c *core) stepAck(m Message) error {
 		// A Ring winner holds its votes already and announced itself with
 		// a heartbeat: a quorum of acknowledgements starts its lease (see
 		// ring.go, claim).
-		c.votes[m.From] = m.Seq
+		c.noteVote(m.From, m.Seq, m.Promise)
 		if c.quorum.Reached(len(c.votes)) {
 			c.becomeLeader()
 		}
@@ -682,11 +695,22 @@ func (c *core) stepAck(m Message) error {
 	if c.role != Leader {
 		return nil
 	}
-	c.noteAck(m.From, m.Seq)
+	c.noteAck(m.From, m.Seq, m.Promise)
 	return nil
 }
 
-func (c *core) noteAck(from string, seq uint64) {
+// noteVote counts from's vote (or, for a Ring winner, acknowledgement)
+// answering request seq, with the D it promised.
+func (c *core) noteVote(from string, seq uint64, promise int) {
+	c.votes[from] = max(c.votes[from], seq)
+	p := c.promiseOf(promise)
+	if prev, ok := c.votePromise[from]; ok {
+		p = min(p, prev)
+	}
+	c.votePromise[from] = p
+}
+
+func (c *core) noteAck(from string, seq uint64, promise int) {
 	if _, ok := c.sentAt[seq]; !ok || seq > c.hbSeq || seq <= c.cutOff[from] {
 		return // not a heartbeat of this leadership, or sent before the route to from closed
 	}
@@ -694,22 +718,93 @@ func (c *core) noteAck(from string, seq uint64) {
 		c.healthySince[from] = c.now
 	}
 	c.ackedAt[from] = c.now
-	if seq > c.acked[from] {
-		c.acked[from] = seq
+	p := c.promiseOf(promise)
+	switch {
+	case seq > c.acked[from]:
+		c.acked[from], c.promised[from] = seq, p
+	case seq == c.acked[from]:
+		c.promised[from] = min(c.promised[from], p)
 	}
-	if q := c.quorumSeq(); q > c.leaseSeq {
-		c.leaseSeq = q
-	}
+	c.renewLease()
 }
 
-// quorumSeq is the newest heartbeat that a quorum, the leader included, has
-// acknowledged (0 if none): the lease runs from its send.
-func (c *core) quorumSeq() uint64 {
-	seqs := []uint64{c.hbSeq}
-	for _, s := range c.acked {
-		seqs = append(seqs, s)
+// promiseOf reads a promise as a message carries it: 0 (not said) is this
+// member's own D, what an older member's acknowledgement was always taken
+// to promise.
+func (c *core) promiseOf(p int) int {
+	if p <= 0 {
+		return c.cfg.ElectionTicks
 	}
-	return c.quorum.Index(seqs)
+	return p
+}
+
+// ackLease is how long member id's acknowledgement backs this leader's
+// lease from the send of the heartbeat it answered: LeaseTicks, or less if
+// id promised a D that LeaseTicks + HeartbeatTicks does not stay below (by
+// the tick Config.LeaseTicks leaves). A member's D is its own config's,
+// which the leader's config was never checked against: on a site whose
+// timing is changed one gateway at a time, a lease may be longer than
+// another member's D allows, and without this the member could vote for
+// another leader while the lease still counted its acknowledgement. The
+// lease is shortened rather than refused, so that such a site keeps one
+// leader (with a shorter lease) instead of flapping.
+func (c *core) ackLease(id string) int {
+	return min(c.cfg.LeaseTicks, c.promised[id]-c.cfg.HeartbeatTicks-1)
+}
+
+// quorumLease is the lease the acknowledgements give: each member that
+// acknowledged backs the leader from the send of the newest heartbeat it
+// acknowledged, for ackLease; the leader backs itself from its newest
+// heartbeat, for LeaseTicks. The lease lasts while a quorum still backs it:
+// it is the backing that ends quorum-th latest (0, 0 if there are fewer).
+// With every member promising the leader's own D this is the newest
+// heartbeat a quorum acknowledged, for LeaseTicks.
+func (c *core) quorumLease() (seq uint64, ticks int) {
+	type backing struct {
+		seq   uint64
+		ticks int
+		end   int64
+	}
+	bs := make([]backing, 0, len(c.acked)+1)
+	add := func(s uint64, t int) {
+		if at, ok := c.sentAt[s]; ok && s != 0 {
+			bs = append(bs, backing{s, t, at + int64(t)})
+		}
+	}
+	add(c.hbSeq, c.cfg.LeaseTicks)
+	for id, s := range c.acked {
+		add(s, c.ackLease(id))
+	}
+	// Equal ends are ordered by seq, so that the result does not depend
+	// on the map's order.
+	b, ok := quorum.Latest(c.quorum, bs, func(a, b backing) int {
+		if r := cmp.Compare(a.end, b.end); r != 0 {
+			return r
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	if !ok {
+		return 0, 0
+	}
+	return b.seq, b.ticks
+}
+
+// leaseEnd is the tick at which the leader's lease runs out.
+func (c *core) leaseEnd() int64 {
+	at, ok := c.sentAt[c.leaseSeq]
+	if !ok || c.leaseSeq == 0 {
+		return 0
+	}
+	return at + int64(c.leaseTicks)
+}
+
+// renewLease moves the lease to what the acknowledgements give now, if
+// that lasts longer: a backing once counted stays promised.
+func (c *core) renewLease() {
+	s, t := c.quorumLease()
+	if at, ok := c.sentAt[s]; ok && s != 0 && at+int64(t) > c.leaseEnd() {
+		c.leaseSeq, c.leaseTicks = s, t
+	}
 }
 
 // preemptAt is when maybePreempt may next hand over: the earliest tick at
@@ -843,11 +938,13 @@ func (c *core) routeLost(id string) bool {
 		delete(c.acked, id)
 		delete(c.ackedAt, id)
 		delete(c.healthySince, id)
-		// The lease falls back to the newest heartbeat a quorum
-		// acknowledged without id; if that one is too old, it is over.
-		if q := c.quorumSeq(); q < c.leaseSeq {
-			c.leaseSeq = q
-			if at, ok := c.sentAt[q]; !ok || q == 0 || c.now-at >= int64(c.cfg.LeaseTicks) {
+		delete(c.promised, id)
+		// The lease falls back to what a quorum gives without id; if that
+		// is over, so is the leadership.
+		s, t := c.quorumLease()
+		if at, ok := c.sentAt[s]; !ok || s == 0 || at+int64(t) < c.leaseEnd() {
+			c.leaseSeq, c.leaseTicks = s, t
+			if c.now >= c.leaseEnd() {
 				c.stepDown(ReasonRouteLost, id)
 				c.standAfter = c.now + int64(c.backoffTicks())
 			}
@@ -1127,6 +1224,7 @@ func (c *core) stand(term uint64, announce bool) {
 	c.announced = announce
 	c.setLeader("")
 	c.votes = map[string]uint64{}
+	c.votePromise = map[string]int{}
 	c.refusals = map[string]bool{}
 	c.voteEnd = c.now + int64(c.cfg.AnswerTicks)
 	c.resentAt = c.now
@@ -1267,7 +1365,7 @@ func (c *core) stepVote(m Message) error {
 	switch c.role {
 	case Leader:
 		if m.Granted {
-			c.noteAck(m.From, m.Seq)
+			c.noteAck(m.From, m.Seq, m.Promise)
 		}
 	case Candidate:
 		if m.Seq < c.proclaimSq || m.Seq > c.hbSeq || (m.Granted && m.Seq <= c.cutOff[m.From]) {
@@ -1289,7 +1387,7 @@ func (c *core) stepVote(m Message) error {
 			}
 			return nil
 		}
-		c.votes[m.From] = max(c.votes[m.From], m.Seq)
+		c.noteVote(m.From, m.Seq, m.Promise)
 		if c.quorum.Reached(len(c.votes)) {
 			c.becomeLeader()
 		}

@@ -29,6 +29,7 @@ type simNet struct {
 	leaderTerm  map[uint64]string // term -> the one member that led it
 	role        map[string]Role
 	lastRole    map[string]Role
+	leaseTicks  map[string]int // each member's Ready.LeaseTicks, as last collected
 	now         int
 	delivered   map[MsgType]int
 	failures    []string
@@ -67,7 +68,7 @@ func newSim(t testing.TB, n int, newNode func(Config) (Node, error), tweak func(
 		t: t, newNode: newNode,
 		cfgs: map[string]Config{}, nodes: map[string]Node{}, crashed: map[string]bool{},
 		cut: map[[2]string]bool{}, disk: map[string]HardState{}, votes: map[string]map[uint64]string{},
-		leaderTerm: map[uint64]string{}, role: map[string]Role{}, lastRole: map[string]Role{},
+		leaderTerm: map[uint64]string{}, role: map[string]Role{}, lastRole: map[string]Role{}, leaseTicks: map[string]int{},
 		delivered: map[MsgType]int{}, leaderTicks: map[string]int{}, incarnation: map[string]int{},
 	}
 	var members []Member
@@ -141,6 +142,7 @@ func (s *simNet) collectReady(id string, rd Ready) {
 		s.leaderTerm[rd.Term] = id
 	}
 	s.role[id] = rd.Role
+	s.leaseTicks[id] = rd.LeaseTicks
 	if rd.Role != Follower && s.selfDrained(id) {
 		s.fail("tick %d: %s is drained and %v", s.now, id, rd.Role)
 	}

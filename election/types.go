@@ -147,6 +147,17 @@ type Message struct {
 	// preemption or by a hand-over that names no nominee. A receiver that
 	// ignores it may still nominate the sender, which then declines.
 	Drained bool
+	// Promise, on an Ack that answers a heartbeat and on a granted Vote, is
+	// the sender's D in ticks of the node that reads it: for that long
+	// after the request it answers arrived, the sender grants no vote to
+	// another member. A leader counts an acknowledgement or vote for at
+	// most Promise - HeartbeatTicks - 1 ticks of its lease, so that a
+	// member whose D is shorter than the leader's lease allows (a timing
+	// changed on some gateways only) shortens that lease rather than
+	// voting while it runs. 0: not said (an older member, or a test); the
+	// reader takes its own D. The core sets it on what it sends in its own
+	// ticks; a transport between members of other tick lengths converts.
+	Promise int
 }
 
 // Role is a node's part in its group.
@@ -180,9 +191,10 @@ type HardState struct {
 
 // Ready is what a node asks its caller to do after Step or Tick: persist
 // HardState if it changed, then send Messages. Role, Leader and Term describe
-// the node now. LeaseSeq is, for a leader, the highest heartbeat sequence that
-// a quorum (the leader included) has acknowledged: the caller dates the lease
-// from the moment it sent that heartbeat.
+// the node now. LeaseSeq is, for a leader, the heartbeat sequence its lease
+// rests on, the newest that a quorum (the leader included) has acknowledged
+// when every member promised a D long enough: the caller dates the lease from
+// the moment it sent that heartbeat, and it runs for LeaseTicks.
 type Ready struct {
 	HardState        HardState
 	HardStateChanged bool
@@ -191,6 +203,11 @@ type Ready struct {
 	Leader           string
 	Term             uint64
 	LeaseSeq         uint64
+	// LeaseTicks is, for a leader, how long its lease runs from the send of
+	// heartbeat LeaseSeq: Config.LeaseTicks, or less when a member whose
+	// acknowledgement the lease rests on promised a shorter D than the
+	// lease allows (see Message.Promise). 0 for a non-leader.
+	LeaseTicks int
 	// Events describes what happened since the previous Ready, in order.
 	Events []Event
 }

@@ -1,6 +1,6 @@
 // Package quorum is the arithmetic of a group's quorum: how many votes or
 // acknowledgements make one, whether an election is won, lost or still open,
-// and the newest value that a quorum has reached. It is pure and tiny, so
+// and the latest value that a quorum has reached. It is pure and tiny, so
 // that each rule is written once.
 package quorum
 
@@ -38,15 +38,16 @@ func (q Size) Vote(members, granted, refused int) VoteResult {
 	return Pending
 }
 
-// Index returns the highest value that at least q of xs have reached (the
-// q-th highest), or 0 if xs has fewer than q values. A leader's lease runs
-// from the newest heartbeat sequence that a quorum, itself included, has
-// acknowledged: Index of the acknowledged sequences.
-func (q Size) Index(xs []uint64) uint64 {
+// Latest returns the q-th latest of xs by compare (which orders earlier
+// values first): the latest value that at least q of xs have reached. ok is
+// false if xs has fewer than q values. xs is not reordered. A leader's lease
+// lasts while a quorum, itself included, backs it: Latest of the times the
+// members' backings end.
+func Latest[T any](q Size, xs []T, compare func(a, b T) int) (v T, ok bool) {
 	if int(q) < 1 || len(xs) < int(q) {
-		return 0
+		return v, false
 	}
 	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)-int(q)]
+	slices.SortStableFunc(s, compare)
+	return s[len(s)-int(q)], true
 }

@@ -1,6 +1,10 @@
 package quorum
 
-import "testing"
+import (
+	"cmp"
+	"slices"
+	"testing"
+)
 
 func TestMajority(t *testing.T) {
 	for n, want := range map[int]Size{1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 7: 4, 15: 8} {
@@ -22,26 +26,27 @@ func TestVote(t *testing.T) {
 	}
 }
 
-func TestIndex(t *testing.T) {
+func TestLatest(t *testing.T) {
 	for _, tc := range []struct {
 		q    Size
-		xs   []uint64
-		want uint64
+		xs   []int
+		want int
+		ok   bool
 	}{
-		{2, []uint64{9, 7}, 7},
-		{2, []uint64{9}, 0},
-		{3, []uint64{4, 9, 7, 1, 8}, 7},
-		{1, []uint64{4, 9}, 9},
-		{3, []uint64{5, 5, 5}, 5},
+		{2, []int{9, 7}, 7, true},
+		{2, []int{9}, 0, false},
+		{3, []int{4, 9, 7, 1, 8}, 7, true},
+		{1, []int{4, 9}, 9, true},
+		{3, []int{5, 5, 5}, 5, true},
+		{0, []int{5}, 0, false},
 	} {
-		xs := append([]uint64(nil), tc.xs...)
-		if got := tc.q.Index(tc.xs); got != tc.want {
-			t.Errorf("%d.Index(%v) = %d, want %d", tc.q, tc.xs, got, tc.want)
+		xs := append([]int(nil), tc.xs...)
+		got, ok := Latest(tc.q, tc.xs, cmp.Compare[int])
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("Latest(%d, %v) = %d, %v; want %d, %v", tc.q, tc.xs, got, ok, tc.want, tc.ok)
 		}
-		for i := range xs {
-			if xs[i] != tc.xs[i] {
-				t.Fatalf("Index reordered its argument: %v", tc.xs)
-			}
+		if !slices.Equal(xs, tc.xs) {
+			t.Fatalf("Latest reordered its argument: %v", tc.xs)
 		}
 	}
 }

@@ -80,6 +80,11 @@ type RunConfig struct {
 	// answer timeouts, as in a timing change made one gateway at a time
 	// (see timingOf). Off, a seed gives the run it gave before.
 	Mixed bool
+	// Drift lets half of a mixed site's seeds give each member a lease of
+	// its own, checked against its own D only, as each gateway's config is:
+	// a lease may then be longer than another member's D allows (see
+	// election.Message.Promise). Off, a seed gives the run it gave before.
+	Drift bool
 }
 
 // Timing is a site's timing in ticks, as timingOf draws it; zero fields
@@ -88,9 +93,11 @@ type RunConfig struct {
 // ElectionTicks plus Longer[id] and an answer timeout of Answers[id]: a site
 // in the middle of a timing change made as deploy/arm64/README.md says (D
 // grown on some gateways before any lease), every lease below every D.
+// Leases, when set, gives each member a lease of its own, below its own D
+// only: a timing change made in any order.
 type Timing struct {
 	ElectionTicks, LeaseTicks, AnswerTicks, RingHopTicks, HoldDownTicks, Quorum int
-	Longer, Answers                                                             map[string]int
+	Longer, Answers, Leases                                                     map[string]int
 }
 
 // timingOf draws a timing from r for a site of n members, among those an
@@ -100,11 +107,13 @@ type Timing struct {
 // timeout left to its default or up to the answer timeout; a hold-down of
 // up to 15 H; for a third of the sites a quorum above a majority, up to
 // every member; and with mixed, for a third of them a site mid-change,
-// whose members' D and answer timeouts differ (Timing.Longer). The
+// whose members' D and answer timeouts differ (Timing.Longer), and with
+// drift, for half of those, leases that differ too, each below its own
+// member's D only (Timing.Leases). The
 // checker's runs otherwise all have D = 3H, the longest lease and a
 // majority, and a rule that holds only there (a margin, a wait that fits
 // inside another) would go unseen.
-func timingOf(r *rand.Rand, n int, mixed bool) Timing {
+func timingOf(r *rand.Rand, n int, mixed, drift bool) Timing {
 	const h = 10
 	d := h * []int{3, 3, 4, 5, 8}[r.IntN(5)]
 	t := Timing{ElectionTicks: d}
@@ -125,6 +134,27 @@ func timingOf(r *rand.Rand, n int, mixed bool) Timing {
 				longer = h * (1 + r.IntN(5))
 			}
 			t.Longer[id], t.Answers[id] = longer, 1+r.IntN(d+longer)
+		}
+		if drift && r.IntN(2) == 0 {
+			// One member's D and lease were raised, alone (the highest
+			// rank, the usual leader, half the time); every member's
+			// lease is its config's longest, or any its config accepts.
+			long := fmt.Sprintf("n%d", n)
+			if r.IntN(2) == 0 {
+				long = fmt.Sprintf("n%d", 1+r.IntN(n))
+			}
+			if t.Longer[long] == 0 {
+				t.Longer[long] = h * (1 + r.IntN(5))
+			}
+			t.Leases = map[string]int{}
+			for i := range n {
+				id := fmt.Sprintf("n%d", i+1)
+				most := d + t.Longer[id] - h - 1
+				t.Leases[id] = most
+				if id != long && r.IntN(2) == 0 {
+					t.Leases[id] = h + 1 + r.IntN(most-h)
+				}
+			}
 		}
 	}
 	return t
@@ -157,6 +187,9 @@ func (t Timing) apply(cfg *election.Config) {
 		cfg.ElectionTicks += t.Longer[cfg.ID]
 		cfg.AnswerTicks = a
 		cfg.RingHopTicks = min(cfg.RingHopTicks, a)
+	}
+	if l, ok := t.Leases[cfg.ID]; ok {
+		cfg.LeaseTicks = l
 	}
 }
 
@@ -317,7 +350,7 @@ func run(rc RunConfig, c *chooser, trace func(string)) (out Outcome) {
 	// its seed gave before.
 	var timing *Timing
 	if rc.Timing && site.IntN(3) == 0 {
-		t := timingOf(site, rc.N, rc.Mixed)
+		t := timingOf(site, rc.N, rc.Mixed, rc.Drift)
 		timing = &t
 		rc.Liveness = max(rc.Liveness, t.liveness())
 	}

@@ -20,7 +20,7 @@ var (
 	shrinkFor = flag.Duration("safety.shrink", time.Minute, "how long to shrink a failing run")
 	only      = flag.Uint64("safety.only", 0, "run just this seed (with -safety.n and -safety.alg naming one case)")
 	swarm     = flag.Bool("safety.swarm", true, "make every odd seed's run a swarm run (RunConfig.Swarm)")
-	timing    = flag.Bool("safety.timing", true, "let a third of the seeds give the site other timings and quorums, some of them different per member (RunConfig.Timing, Mixed)")
+	timing    = flag.Bool("safety.timing", true, "let a third of the seeds give the site other timings and quorums, some of them different per member, leases included (RunConfig.Timing, Mixed, Drift)")
 )
 
 // runConfig is the run TestCheckSafety makes of a seed: every fault kind,
@@ -28,7 +28,7 @@ var (
 // third of the seeds a site timing other than BaseConfig's.
 func runConfig(alg string, n int, seed uint64) RunConfig {
 	return RunConfig{N: n, Algorithm: alg, Faults: AllFaults, Seed: seed, Steps: *runLen, Witnesses: true,
-		Swarm: *swarm && seed%2 == 1, Timing: *timing, Mixed: *timing}
+		Swarm: *swarm && seed%2 == 1, Timing: *timing, Mixed: *timing, Drift: *timing}
 }
 
 // TestCheckSafety runs the adversarial checker: randomized runs of a
@@ -149,44 +149,51 @@ func TestFoundSeeds(t *testing.T) {
 		swarm     bool // a swarm run (odd seeds since swarm runs exist)
 		timing    bool // the run as TestCheckSafety makes it since timings vary
 		mixed     bool // and since members' timings may differ
+		drift     bool // and since their leases may differ too
 	}{
 		// A candidate whose own connection closed led on an acknowledgement
 		// that was on its way (TestCandidateWhoseConnectionClosedDoesNotLead).
-		{"ring", 3, 1796173225347800026, "two leases at once", false, false, false, false},
+		{"ring", 3, 1796173225347800026, "two leases at once", false, false, false, false, false},
 		// Two members deposed each other's fresh leadership for ever: each
 		// stood again at once on an acknowledgement from a later term, which a
 		// third member had from voting in the other's round.
-		{"ring", 5, 1796174004091669474, "no leader 400 ticks after the faults", false, false, false, false},
+		{"ring", 5, 1796174004091669474, "no leader 400 ticks after the faults", false, false, false, false, false},
 		// Two of four members drained, the one that may stand kept sending
 		// its token past a drained member that told it only every other D
 		// that it was alive (TestRingDrainedMemberTellsMembersItPresumesDead).
-		{"ring", 4, 1796400302808336776, "no leader 400 ticks after the faults", true, false, false, false},
+		{"ring", 4, 1796400302808336776, "no leader 400 ticks after the faults", true, false, false, false, false},
 		// The highest member drained, the next one waiting for it to stand;
 		// lower members stood in turn, each refused by the waiting member,
 		// and each refusal started its wait over
 		// (TestBullyRefusingMemberKeepsItsWait).
-		{"bully", 4, 1796403900140611435, "no leader 400 ticks after the faults", true, true, false, false},
-		{"bully", 7, 1796403900143612187, "no leader 400 ticks after the faults", true, true, false, false},
+		{"bully", 4, 1796403900140611435, "no leader 400 ticks after the faults", true, true, false, false, false},
+		{"bully", 7, 1796403900143612187, "no leader 400 ticks after the faults", true, true, false, false, false},
 		// A drained member released by a hand-over whose nominee never stood
 		// kept silent until it heard a leader, and a quorum of 3 of 3 needed
 		// its vote (TestStaleNominationDoesNotSilenceDrainedMember).
-		{"ring", 3, 1796409667678235461, "no leader after the faults", true, true, true, false},
+		{"ring", 3, 1796409667678235461, "no leader after the faults", true, true, true, false, false},
 		// An answer timeout of one tick closed the pre-vote window before
 		// the request went out (TestPreVoteAskedWithinShortAnswerTimeout).
-		{"bully", 7, 1796409996139666148, "no leader after the faults", true, false, true, false},
-		{"bully", 7, 1796410048846633245, "no leader after the faults", true, true, true, false},
+		{"bully", 7, 1796409996139666148, "no leader after the faults", true, false, true, false, false},
+		{"bully", 7, 1796410048846633245, "no leader after the faults", true, true, true, false, false},
 		// A drained member's announcements came with its election's steps,
 		// which its votes and the backoff after them put off past the others'
 		// window of D (TestRingDrainedMemberTellsAliveWhileItVotes).
-		{"ring", 3, 1796411224258493671, "no leader after the faults", true, true, true, false},
+		{"ring", 3, 1796411224258493671, "no leader after the faults", true, true, true, false, false},
 		// A member that asked for pre-votes and refused a lower candidate
 		// went back to waiting for the ranks above; lower members standing
 		// more often than it got through those waits ended each of its
 		// rounds (TestBullyRefusingPreVoterAsksAgain).
-		{"bully", 7, 1796413284687419018, "no leader after the faults", true, false, true, true},
+		{"bully", 7, 1796413284687419018, "no leader after the faults", true, false, true, true, false},
+		// A leader's lease, longer than another member's D allowed (each
+		// gateway's timing valid on its own), counted that member's
+		// acknowledgement past the moment it voted for the next leader
+		// (TestLeaseShortenedByShortPromise).
+		{"ring", 5, 1796420243367902483, "two leases at once", true, true, true, true, true},
+		{"bully", 5, 1796420243367902483, "two leases at once", true, true, true, true, true},
 	} {
 		t.Run(fmt.Sprintf("%s/n=%d/%d", c.alg, c.n, c.seed), func(t *testing.T) {
-			out := Run(RunConfig{N: c.n, Algorithm: c.alg, Faults: AllFaults, Seed: c.seed, Steps: *runLen, Witnesses: c.witnesses, Swarm: c.swarm, Timing: c.timing, Mixed: c.mixed})
+			out := Run(RunConfig{N: c.n, Algorithm: c.alg, Faults: AllFaults, Seed: c.seed, Steps: *runLen, Witnesses: c.witnesses, Swarm: c.swarm, Timing: c.timing, Mixed: c.mixed, Drift: c.drift})
 			if out.Failed() {
 				t.Fatalf("%s again: %s%s", c.what, out.Violation, out.Liveness)
 			}

@@ -118,14 +118,15 @@ type member struct {
 	ticks    int64 // ticks given to the node in this incarnation
 	// wake is the tick count before which, by its NextTick answer, the
 	// node would not act: an agent sleeping until then relies on it.
-	wake     int64
-	conn     string
-	connSeq  int
-	role     election.Role
-	leader   string
-	term     uint64
-	leaseSeq uint64
-	sent     map[uint64]int64 // heartbeat or coordinator seq -> real time of its first send, this incarnation
+	wake       int64
+	conn       string
+	connSeq    int
+	role       election.Role
+	leader     string
+	term       uint64
+	leaseSeq   uint64
+	leaseTicks int
+	sent       map[uint64]int64 // heartbeat or coordinator seq -> real time of its first send, this incarnation
 	// routeLost holds the peers whose route this (frozen) member's server
 	// lost, to report when it wakes if the route is still down.
 	routeLost []string
@@ -139,8 +140,9 @@ type member struct {
 //   - at most one member leads a term;
 //   - at no instant do two members hold a valid lease (a member leads, has
 //     not crashed, and the real time is before the first send of the
-//     heartbeat its lease rests on plus LeaseTicks of its own clock: a
-//     frozen member's lease runs out by real time, not by its ticks);
+//     heartbeat its lease rests on plus the LeaseTicks its Ready said, of
+//     its own clock: a frozen member's lease runs out by real time, not by
+//     its ticks);
 //   - a persisted term never goes back, and a vote persisted in a term is
 //     never changed;
 //   - a member asleep until the tick its NextTick named does not act before;
@@ -251,7 +253,7 @@ func (w *World) start(id string) {
 	m.up, m.frozen = true, false
 	m.ticks, m.wake = 0, 0
 	m.next = w.Now + m.tau
-	m.role, m.leader, m.term, m.leaseSeq = election.Follower, "", cfg.HardState.Term, 0
+	m.role, m.leader, m.term, m.leaseSeq, m.leaseTicks = election.Follower, "", cfg.HardState.Term, 0, 0
 	m.sent = map[uint64]int64{}
 	m.routeLost = nil
 	m.connSeq++
@@ -335,7 +337,7 @@ func (w *World) apply(m *member, rd election.Ready) {
 	if rd.Role != election.Follower && w.Witness(id) {
 		w.fail("%s is a witness and %v in term %d", id, rd.Role, rd.Term)
 	}
-	m.role, m.leader, m.term, m.leaseSeq = rd.Role, rd.Leader, rd.Term, rd.LeaseSeq
+	m.role, m.leader, m.term, m.leaseSeq, m.leaseTicks = rd.Role, rd.Leader, rd.Term, rd.LeaseSeq, rd.LeaseTicks
 	for _, ev := range rd.Events {
 		if ev.Kind == election.EventSteppedDown || ev.Kind == election.EventElectionStarted || ev.Kind == election.EventElectionFailed {
 			w.trace("%s event %d term %d %s", id, ev.Kind, ev.Term, ev.Reason)
@@ -352,7 +354,7 @@ func (w *World) leaseEnd(m *member) int64 {
 	if !ok {
 		return 0
 	}
-	return at + int64(m.cfg.LeaseTicks)*m.tau
+	return at + int64(m.leaseTicks)*m.tau
 }
 
 // HasLease reports whether member id holds a valid lease now.
