@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,6 +158,9 @@ type loopState struct {
 type statusSnapshot struct {
 	mu       sync.Mutex
 	snapshot election.Status
+	// short lists, while leading, the members whose promise shortens the
+	// lease, as last logged (loop goroutine only).
+	short []string
 }
 
 // outputs are where the agent reports: metrics registry, callbacks,
@@ -855,6 +859,7 @@ func (a *Agent) process() error {
 	a.status.mu.Lock()
 	a.status.snapshot = st
 	a.status.mu.Unlock()
+	a.noteShortPromises(st)
 	if rd.Role == election.Leader {
 		if !a.renewLease(rd, now) {
 			if a.judgeLater() {
@@ -962,7 +967,7 @@ func (a *Agent) renewLease(rd election.Ready, now time.Duration) bool {
 	// forgotten dates no lease at all.
 	var end time.Duration
 	if at, ok := a.core.sentAt[rd.LeaseSeq]; ok {
-		end = at + a.cfg.Lease
+		end = at + wallLease(a.cfg, rd.LeaseTicks)
 	}
 	if a.lease.leading.Load() && int64(end) > a.lease.leaseEnd.Load() {
 		a.out.journal.write(JournalEntry{Event: "renew", Term: rd.Term, Until: a.wallUntil(end)})
@@ -978,6 +983,34 @@ func (a *Agent) renewLease(rd election.Ready, now time.Duration) bool {
 		return false
 	}
 	return true
+}
+
+// noteShortPromises warns, while this member leads, of each member whose
+// promised D became too short for this member's lease (and so shortens
+// it): the lease is safe, but shorter than configured, and the gateways'
+// timings differ, which only a change under way should explain.
+func (a *Agent) noteShortPromises(st election.Status) {
+	var short []string
+	for _, m := range st.Members {
+		if m.ShortensLease && st.Role == election.Leader {
+			short = append(short, m.ID)
+			if !slices.Contains(a.status.short, m.ID) {
+				a.log.Warn("a member's D is too short for this leader's lease; its acknowledgements back a shorter lease",
+					"member", m.ID, "promised_d", time.Duration(m.Promise)*a.cfg.Tick(), "lease", a.cfg.Lease, "heartbeat", a.cfg.Heartbeat,
+					"hint", "give every gateway the same heartbeat and heartbeat_misses (deploy/arm64/README.md, changing the timings of a running site)")
+			}
+		}
+	}
+	a.status.short = short
+}
+
+// wallLease is the wall-clock lease for a core lease of ticks: the
+// configured lease, or, when a member's promise shortened the core's lease
+// (election.Ready.LeaseTicks below Config.LeaseTicks), one tick less than
+// the core's, as Config.LeaseTicks is one tick more than the configured
+// lease: the agent never says it leads past what its core counts.
+func wallLease(c Config, ticks int) time.Duration {
+	return min(c.Lease, time.Duration(ticks-1)*c.Tick())
 }
 
 // reportLeader tells callbacks, watchers, metrics and the log about a new
@@ -1120,6 +1153,9 @@ func (a *Agent) Status() StatusReport {
 		mr := MemberReport{ID: m.ID, Priority: m.Priority, Alive: m.Alive, LastSeenMS: -1, Drained: m.Drained, Witness: m.Witness}
 		if m.TicksSinceSeen >= 0 {
 			mr.LastSeenMS = (time.Duration(m.TicksSinceSeen) * tick).Milliseconds()
+		}
+		if m.Promise > 0 && st.Role == election.Leader {
+			mr.PromiseMS, mr.ShortensLease = (time.Duration(m.Promise) * tick).Milliseconds(), m.ShortensLease
 		}
 		r.Members = append(r.Members, mr)
 	}

@@ -85,4 +85,11 @@ type MemberReport struct {
 	Drained bool `json:"drained,omitempty"`
 	// Witness: the member is a witness (the group's witnesses list).
 	Witness bool `json:"witness"`
+	// PromiseMS is, on a leader, the D this member promised with the
+	// acknowledgement the leader counts (protocol 4 and later; absent
+	// otherwise). ShortensLease: that D is too short for this leader's
+	// lease, which the member's acknowledgements then back for less: the
+	// two gateways' heartbeat or heartbeat_misses differ.
+	PromiseMS     int64 `json:"promise_ms,omitempty"`
+	ShortensLease bool  `json:"shortens_lease,omitempty"`
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/edge-agent/edge-agent/agent/wire"
 	"github.com/edge-agent/edge-agent/election"
@@ -19,6 +20,12 @@ const (
 	memPrefix = "mem"
 	memGroup  = "mem"
 )
+
+// memTick is the tick in which the in-memory network converts a promise
+// (election.Message.Promise) to the wire and back, the same for every
+// member: a promise arrives in the ticks it was made in, which is right
+// for the sites its tests build, whose members share one heartbeat.
+const memTick = time.Millisecond
 
 // MemNetwork is an in-memory bus for tests: members Join it and get a
 // Transport, and the test cuts and heals links between them. Delivery is
@@ -189,7 +196,7 @@ func (t *MemTransport) Send(m election.Message) error {
 		return fmt.Errorf("agent: send: from %q is not this member %q", m.From, t.id)
 	}
 	// Every member of the in-memory network runs this build.
-	data, err := wire.EncodeAt(memGroup, m, 0, 0, wire.ProtocolMax)
+	data, err := wire.EncodeTimed(memGroup, memTick, m, 0, 0, wire.ProtocolMax)
 	if err != nil {
 		return fmt.Errorf("agent: send: %w", err)
 	}
@@ -198,7 +205,7 @@ func (t *MemTransport) Send(m election.Message) error {
 		subj = wire.DirectSubject(memPrefix, memGroup, m.From, m.To)
 	}
 	// Decoding gives a copy that shares nothing with m.
-	cp, err := wire.Decode(data, subj, wire.DecodeContext{Prefix: memPrefix, Group: memGroup, Self: m.To, Members: memMembers(m)})
+	cp, err := wire.Decode(data, subj, wire.DecodeContext{Prefix: memPrefix, Group: memGroup, Self: m.To, Members: memMembers(m), Tick: memTick})
 	if err != nil {
 		return fmt.Errorf("agent: send: %w", err)
 	}

@@ -113,8 +113,8 @@ func TestProtocolsQuietAnnouncements(t *testing.T) {
 		t.Fatalf("every member at protocol %d: period %s, want %s", wire.ProtocolQuiet, got, quiet)
 	}
 	// Remembered for three of their periods, not three intervals.
-	if got := p.level("gw2", at(3*quiet)); got != wire.ProtocolMax {
-		t.Errorf("gw2 after three quiet periods: level %d, want %d", got, wire.ProtocolMax)
+	if got := p.level("gw2", at(3*quiet)); got != wire.ProtocolQuiet {
+		t.Errorf("gw2 after three quiet periods: level %d, want %d", got, wire.ProtocolQuiet)
 	}
 	if got := p.level("gw2", at(3*quiet+time.Millisecond)); got != 1 {
 		t.Errorf("gw2 past three quiet periods: level %d, want 1", got)

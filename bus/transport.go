@@ -151,6 +151,10 @@ type NATSTransport struct {
 	queued  int64          // bytes waiting in work
 	subs    []*nats.Subscription
 	inbox   chan election.Message
+	// tick is the member's election tick (Heartbeat/TicksPerHeartbeat), in
+	// which the cores count a promise (election.Message.Promise): the wire
+	// says it in milliseconds.
+	tick time.Duration
 
 	// Only the admitting goroutine uses these.
 	rates     *ratelimit.Limiter
@@ -244,6 +248,7 @@ func NewNATSTransport(nc *nats.Conn, c NATSTransportConfig) (*NATSTransport, err
 		rate:      rate,
 		burst:     burst,
 		maxQueued: MaxQueuedBytes,
+		tick:      c.Heartbeat / agent.TicksPerHeartbeat,
 	}
 	if err := t.subscribe(c.dispatch); err != nil {
 		return nil, err
@@ -432,7 +437,7 @@ func (t *NATSTransport) Send(m election.Message) error {
 	if t.signing != nil {
 		ep, n = t.signing.Next()
 	}
-	data, err := wire.EncodeAt(t.group, m, ep, n, level)
+	data, err := wire.EncodeTimed(t.group, t.tick, m, ep, n, level)
 	if err != nil {
 		return fmt.Errorf("bus: send: %w", err)
 	}
@@ -680,7 +685,7 @@ func (t *NATSTransport) handle(msg *nats.Msg) {
 			return
 		}
 	}
-	in, err := wire.DecodeInbound(msg.Data, msg.Subject, wire.DecodeContext{Prefix: t.prefix, Group: t.group, Self: t.self, Members: t.members})
+	in, err := wire.DecodeInbound(msg.Data, msg.Subject, wire.DecodeContext{Prefix: t.prefix, Group: t.group, Self: t.self, Members: t.members, Tick: t.tick})
 	if err != nil {
 		reason := wire.ReasonMalformed
 		var be *wire.BadMessageError

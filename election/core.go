@@ -353,6 +353,9 @@ func (c *core) Status() Status {
 		if c.lastSeen[m.ID] >= 0 {
 			ms.TicksSinceSeen = int(c.now - c.lastSeen[m.ID])
 		}
+		if p, ok := c.promised[m.ID]; ok {
+			ms.Promise, ms.ShortensLease = p, c.ackLease(m.ID) < c.cfg.LeaseTicks
+		}
 		if ms.Alive {
 			st.Live++
 		}

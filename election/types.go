@@ -403,6 +403,13 @@ type MemberStatus struct {
 	// Witness: the member is a witness (Config.Witnesses): it votes but
 	// never leads.
 	Witness bool
+	// Promise is, on a leader, the D (in ticks) the member promised with
+	// the acknowledgement or vote the leader counts; 0 when none is
+	// counted. ShortensLease: that promise is too short for the leader's
+	// LeaseTicks, which its acknowledgements back for less (see
+	// Message.Promise): the timings of the two members differ.
+	Promise       int
+	ShortensLease bool
 }
 
 // Errors returned by Step. Callers match them with errors.Is.

@@ -30,10 +30,21 @@ import (
 //	   three of that member's periods; on a site running protocol 3 the
 //	   members announce every QuietAnnouncements heartbeat periods instead
 //	   of every period
+//	4  an acknowledgement of a heartbeat and a granted vote say the
+//	   sender's D ("promise", in milliseconds): a leader counts them for
+//	   its lease only as long as that D allows (election.Message.Promise),
+//	   so that a lease longer than another gateway's D, as mid-way through
+//	   a timing change, is shortened rather than outlived
 const (
 	ProtocolMin = 1
-	ProtocolMax = 3
+	ProtocolMax = 4
 )
+
+// ProtocolPromise is the first protocol version whose members read a
+// promise. To an older member it is not sent: it would drop the message
+// for a key it does not know. A leader reads an older member's silence as
+// its own D, as every build before it did.
+const ProtocolPromise = 4
 
 // ProtocolQuiet is the first protocol version whose members read an
 // announcement's period ("every"): a member announces less often only on
@@ -177,6 +188,9 @@ func Downgrade(m election.Message, level int) election.Message {
 		// nominate one, which then declines to stand (the election goes on
 		// as if the nominee had not answered).
 		m.Drained = false
+	}
+	if level < ProtocolPromise {
+		m.Promise = 0
 	}
 	return m
 }

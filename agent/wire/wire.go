@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/edge-agent/edge-agent/election"
 )
@@ -20,6 +21,10 @@ const WireVersion = 1
 // message (alive, participants) may be longer. Config validation must keep
 // Members within it, or a full heartbeat could not be encoded.
 const WireMaxMembers = 256
+
+// MaxPromise bounds a promise (election.Message.Promise) on the wire: the
+// longest D an agent's config accepts, 100 heartbeats of a minute.
+const MaxPromise = 100 * time.Minute
 
 // MaxMessageSize is the largest encoded message, in bytes; anything larger is
 // dropped before it is parsed. It fits the largest legal message of a group
@@ -75,11 +80,14 @@ func bad(reason, format string, args ...any) error {
 
 // DecodeContext is what Decode checks an inbound message against: the subject
 // prefix and group this member runs in, its own id, and the group's members.
+// Tick is this member's tick, in which Decode gives a message's promise
+// (election.Message.Promise); 0 decodes every promise as not said.
 type DecodeContext struct {
 	Prefix  string
 	Group   string
 	Self    string
 	Members map[string]bool
+	Tick    time.Duration
 }
 
 // wireMessage is the JSON form of election.Message. v, group, type, from and
@@ -103,6 +111,9 @@ type wireMessage struct {
 	Alg          string   `json:"alg,omitempty"`
 	// Drained, on an ack, says the sender never stands (edge-agent drain).
 	Drained bool `json:"drained,omitempty"`
+	// Promise, on an ack or a granted vote (protocol 4), is the sender's D
+	// in milliseconds (election.Message.Promise).
+	Promise int64 `json:"promise,omitempty"`
 	// Inst names a process, on an instance announcement (instance.go).
 	Inst string `json:"inst,omitempty"`
 	// Ep and N number a signed message (epoch of the sender's process,
@@ -130,6 +141,7 @@ type fieldRule struct {
 	participants  bool
 	conn          bool
 	drained       bool
+	promise       bool
 }
 
 // fieldRules is the per-type field contract of the wire format. Election, OK
@@ -142,11 +154,11 @@ type fieldRule struct {
 // not vote.
 var fieldRules = map[election.MsgType]fieldRule{
 	election.MsgHeartbeat:   {needTerm: true, seq: true, needSeq: true, alive: true, conn: true},
-	election.MsgAck:         {needTerm: true, seq: true, drained: true},
+	election.MsgAck:         {needTerm: true, seq: true, drained: true, promise: true},
 	election.MsgElection:    {},
 	election.MsgOK:          {},
 	election.MsgCoordinator: {needTerm: true, seq: true},
-	election.MsgVote:        {needTerm: true, seq: true, granted: true},
+	election.MsgVote:        {needTerm: true, seq: true, granted: true, promise: true},
 	election.MsgResign:      {needTerm: true, nominee: true},
 	election.MsgRingToken:   {seq: true, needSeq: true, initiator: true, needInitiator: true, candidate: true, participants: true, needTo: true},
 	election.MsgRingAck:     {seq: true, needSeq: true, initiator: true, needInitiator: true, needTo: true},
@@ -175,6 +187,13 @@ func EncodeNumbered(group string, m election.Message, ep, n uint64) ([]byte, err
 // (the site's version for a broadcast): m is downgraded to it, and from
 // protocol 2 on the message says the sender's version ("pv").
 func EncodeAt(group string, m election.Message, ep, n uint64, level int) ([]byte, error) {
+	return EncodeTimed(group, 0, m, ep, n, level)
+}
+
+// EncodeTimed is EncodeAt for a sender whose tick is tick: m's promise
+// (election.Message.Promise, in ticks) goes out in milliseconds, rounded
+// down. With tick 0 it is not sent.
+func EncodeTimed(group string, tick time.Duration, m election.Message, ep, n uint64, level int) ([]byte, error) {
 	level = min(level, ProtocolMax)
 	if !Speaks(m.Type, level) {
 		return nil, bad(ReasonUnknownType, "a member of protocol %d does not know message type %s", level, m.Type)
@@ -210,6 +229,9 @@ func EncodeAt(group string, m election.Message, ep, n uint64, level int) ([]byte
 		Drained:      m.Drained,
 		Ep:           ep,
 		N:            n,
+	}
+	if m.Promise > 0 && tick > 0 {
+		w.Promise = (time.Duration(m.Promise) * tick).Milliseconds()
 	}
 	if level >= 2 {
 		w.PV = ProtocolMax
@@ -312,6 +334,20 @@ func decodeChecked(w wireMessage, subject string, expect DecodeContext) (electio
 	}
 	if err := checkFields(m); err != nil {
 		return election.Message{}, err
+	}
+	if w.Promise != 0 {
+		if r := fieldRules[t]; !r.promise || (t == election.MsgVote && !m.Granted) {
+			return election.Message{}, bad(ReasonBadField, "promise set on %s", t)
+		}
+		if w.Promise < 0 || w.Promise > MaxPromise.Milliseconds() {
+			return election.Message{}, bad(ReasonBadField, "promise of %d ms on %s", w.Promise, t)
+		}
+		// Read in this member's ticks, rounded down: a promise is never
+		// read longer than it was made; one under a tick reads as one
+		// tick (0 means not said). Without a tick, it is not read.
+		if expect.Tick > 0 {
+			m.Promise = max(1, int(time.Duration(w.Promise)*time.Millisecond/expect.Tick))
+		}
 	}
 	if n := len(expect.Members); len(m.Alive) > n || len(m.Participants) > n {
 		return election.Message{}, bad(ReasonBadField, "list of %d ids in a group of %d", max(len(m.Alive), len(m.Participants)), n)
@@ -558,7 +594,7 @@ func plainList(raw []byte) ([]string, bool) {
 }
 
 // fieldNames are the wire format's keys, by the bit field gives them.
-var fieldNames = [...]string{"v", "group", "type", "from", "to", "term", "seq", "granted", "alive", "nominee", "initiator", "candidate", "participants", "conn", "alg", "drained", "inst", "ep", "n", "pv"}
+var fieldNames = [...]string{"v", "group", "type", "from", "to", "term", "seq", "granted", "alive", "nominee", "initiator", "candidate", "participants", "conn", "alg", "drained", "inst", "ep", "n", "pv", "promise"}
 
 // field returns the bit of key among the wire format's keys and a pointer
 // to the field of w that it names; a bit of 0 for a key the wire format
@@ -605,6 +641,8 @@ func (w *wireMessage) field(key string) (uint32, any) {
 		return 1 << 18, &w.N
 	case "pv":
 		return 1 << 19, &w.PV
+	case "promise":
+		return 1 << 20, &w.Promise
 	}
 	return 0, nil
 }
@@ -709,6 +747,8 @@ func checkFields(m election.Message) error {
 		return bad(ReasonBadField, "conn set on %s", t)
 	case !r.drained && m.Drained:
 		return bad(ReasonBadField, "drained set on %s", t)
+	case !r.promise && m.Promise != 0, m.Type == election.MsgVote && !m.Granted && m.Promise != 0:
+		return bad(ReasonBadField, "promise set on %s", t)
 	case m.Algorithm != "" && m.Algorithm != "bully" && m.Algorithm != "ring":
 		return bad(ReasonBadField, "alg %q is not bully or ring", m.Algorithm)
 	case !validConn(m.Conn):
