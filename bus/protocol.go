@@ -96,7 +96,14 @@ func (p *protocols) peer(id string) *peerState {
 // direct is set for a message addressed to this member alone. A broadcast
 // goes at the site's version, which a member that is down holds at 1, so
 // only a direct message without pv tells that its sender runs an older
-// build again.
+// build again; but not within an interval of its announcement: a member
+// that just started announced itself and then, until it hears this one's
+// announcement, sends to it at protocol 1 (its acknowledgements of the
+// leader's heartbeats, its votes), and taking those for a flash-back held
+// the whole site at protocol 1, and made every member announce every
+// interval again, for as long as its next announcement took. A build of
+// protocol 1 never announces, so a flash-back to one is still found by its
+// first direct message after that interval.
 func (p *protocols) heard(id string, pv int, direct bool, now time.Time) {
 	p.mu.Lock()
 	s := p.peer(id)
@@ -104,7 +111,7 @@ func (p *protocols) heard(id string, pv int, direct bool, now time.Time) {
 	switch {
 	case pv >= 2:
 		s.confirmed = true
-	case direct:
+	case direct && now.Sub(s.announced) > p.interval:
 		s.confirmed = false
 	}
 	p.changed(now)

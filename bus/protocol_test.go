@@ -51,17 +51,22 @@ func TestProtocolsLevels(t *testing.T) {
 	}
 	p.heard("gw2", 2, false, at(1100*time.Millisecond))
 	check("gw2 says 2", at(1100*time.Millisecond), "gw2", wire.ProtocolMax)
-	if p.announced(wire.Announcement{From: "gw2", Min: 1, Max: wire.ProtocolMax, Build: "new"}, at(2*time.Second)) {
+	if p.announced(wire.Announcement{From: "gw2", Min: 1, Max: wire.ProtocolMax, Build: "new"}, at(1500*time.Millisecond)) {
 		t.Error("a repeated announcement is news")
 	}
+	// Within an interval of its announcement, a direct message without pv
+	// is a member that started and has not heard this one yet: no
+	// flash-back.
+	p.heard("gw2", 0, true, at(2500*time.Millisecond))
+	check("gw2 just announced, sends at protocol 1", at(2500*time.Millisecond), "gw2", wire.ProtocolMax)
 
 	// A broadcast without pv says nothing: a member that is down holds
 	// the site, and so every broadcast, at protocol 1.
-	p.heard("gw2", 0, false, at(2050*time.Millisecond))
-	check("gw2 broadcast at protocol 1", at(2050*time.Millisecond), "gw2", wire.ProtocolMax)
-	p.heard("gw2", 0, true, at(2100*time.Millisecond)) // flashed back to an older build
-	check("gw2 downgraded", at(2100*time.Millisecond), "gw2", 1)
-	check("gw2 downgraded, broadcast", at(2100*time.Millisecond), "", 1)
+	p.heard("gw2", 0, false, at(2550*time.Millisecond))
+	check("gw2 broadcast at protocol 1", at(2550*time.Millisecond), "gw2", wire.ProtocolMax)
+	p.heard("gw2", 0, true, at(2600*time.Millisecond)) // flashed back to an older build
+	check("gw2 downgraded", at(2600*time.Millisecond), "gw2", 1)
+	check("gw2 downgraded, broadcast", at(2600*time.Millisecond), "", 1)
 
 	p.announced(wire.Announcement{From: "gw2", Min: 1, Max: wire.ProtocolMax}, at(3*time.Second))
 	announce3(at(3 * time.Second))
