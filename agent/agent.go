@@ -245,7 +245,12 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 	a.core.startTerm = hs.Term
 	a.lease.term.Store(hs.Term)
 	a.m.term.Set(float64(hs.Term))
-	node, err := newNode(cfg, hs)
+	startWait, err := a.keepPromise()
+	if err != nil {
+		a.store.Close()
+		return nil, err
+	}
+	node, err := newNode(cfg, hs, startWait)
 	if err != nil {
 		a.store.Close()
 		return nil, fmt.Errorf("agent: %w", err)
@@ -298,8 +303,9 @@ func (a *Agent) initMetrics() {
 }
 
 // newNode builds the election core of cfg's algorithm, in ticks of
-// cfg.Tick(), from the persisted state hs.
-func newNode(cfg Config, hs election.HardState) (election.Node, error) {
+// cfg.Tick(), from the persisted state hs; it grants no vote and does not
+// stand for startWait (at least D) after it starts.
+func newNode(cfg Config, hs election.HardState, startWait time.Duration) (election.Node, error) {
 	tick := cfg.Tick()
 	ecfg := election.Config{
 		ID:             cfg.ID,
@@ -313,6 +319,7 @@ func newNode(cfg Config, hs election.HardState) (election.Node, error) {
 		Backoff:        newTickBackoff(cfg.Heartbeat, tick, cfg.SuspectAfter()),
 		HardState:      hs,
 		Witnesses:      cfg.Witnesses,
+		StartWaitTicks: int((startWait + tick - 1) / tick),
 	}
 	switch cfg.Preemption {
 	case PreemptNever:
@@ -446,7 +453,12 @@ func (a *Agent) start() (s *stepper, err error) {
 	}
 	s = &stepper{a: a}
 	s.push(func() { a.lease.running.Store(false) })
-	s.push(func() { _ = a.store.Close() })
+	s.push(func() {
+		if t := a.maint.promiseTimer; t != nil {
+			t.Stop()
+		}
+		_ = a.store.Close()
+	})
 	started := false
 	defer func() {
 		// On an error, and on a panic (as Run's deferred calls did),

@@ -66,18 +66,27 @@ func (s *FileStore) LoadDrained() (bool, error) {
 // SaveDrained implements DrainStore: written to a temporary file, fsynced,
 // renamed over drained.json, and the directory fsynced, as state.json is.
 func (s *FileStore) SaveDrained(drained bool) error {
+	data, _ := json.Marshal(struct {
+		Drained bool `json:"drained"`
+	}{drained})
+	if err := s.saveSmall(drainFileName, drainTmpName, data); err != nil {
+		return fmt.Errorf("agent: save drained flag: %w", err)
+	}
+	return nil
+}
+
+// saveSmall writes data (and a newline) durably to the state directory's
+// file name: to tmp, fsynced, renamed over name, and the directory fsynced.
+func (s *FileStore) saveSmall(name, tmp string, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return errors.New("agent: state store is closed")
 	}
-	data, _ := json.Marshal(struct {
-		Drained bool `json:"drained"`
-	}{drained})
-	tmp := filepath.Join(s.dir, drainTmpName)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	tmpPath := filepath.Join(s.dir, tmp)
+	f, err := os.OpenFile(tmpPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return fmt.Errorf("agent: save drained flag: %w", err)
+		return err
 	}
 	_, werr := f.Write(append(data, '\n'))
 	if werr == nil {
@@ -87,14 +96,14 @@ func (s *FileStore) SaveDrained(drained bool) error {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = os.Rename(tmp, filepath.Join(s.dir, drainFileName))
+		werr = os.Rename(tmpPath, filepath.Join(s.dir, name))
 	}
 	if werr != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("agent: save drained flag: %w", werr)
+		os.Remove(tmpPath)
+		return werr
 	}
 	if err := syncDir(s.dir); err != nil {
-		return fmt.Errorf("agent: save drained flag: fsync dir %s: %w", s.dir, err)
+		return fmt.Errorf("fsync dir %s: %w", s.dir, err)
 	}
 	return nil
 }
@@ -113,6 +122,10 @@ type maintenance struct {
 	// dupOther is the last instance heard speaking with this member's id.
 	mu       sync.Mutex
 	dupOther string
+
+	// promiseTimer stores this run's shorter D once the last run's
+	// longer one has passed (keepPromise); nil when none is due.
+	promiseTimer *time.Timer
 
 	drainedGauge prometheus.Gauge
 	dupGauge     prometheus.Gauge

@@ -41,7 +41,7 @@ func CheckStateDir(dir string) (note string, err error) {
 		if err := access(abs, 7); err != nil {
 			return "", fmt.Errorf("%s is not readable, writable and searchable by %s (mode %04o): %w", dir, who, fi.Mode().Perm(), err)
 		}
-		for _, name := range []string{stateFileName, lockFileName, "epoch"} {
+		for _, name := range []string{stateFileName, lockFileName, "epoch", drainFileName, promiseFileName} {
 			p := filepath.Join(abs, name)
 			if _, err := os.Lstat(p); err != nil {
 				continue

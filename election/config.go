@@ -85,12 +85,22 @@ type Config struct {
 	// Quorum counts witnesses like any member. At least one member must
 	// not be a witness.
 	Witnesses []string
+	// StartWaitTicks is how long after it starts the node grants no vote
+	// and does not stand, as if it had just heard a leader: what it
+	// acknowledged before it went down binds it for the D it said then
+	// (Message.Promise). 0 means ElectionTicks; a value below it counts as
+	// ElectionTicks. A member whose D is shorter than in its last run
+	// passes the old one.
+	StartWaitTicks int
 }
 
 // validate checks c and fills defaults; it returns one precise error per rule.
 func (c *Config) validate() error {
 	if !ValidID(c.ID) {
 		return fmt.Errorf("election: invalid id %q", c.ID)
+	}
+	if c.StartWaitTicks < 0 {
+		return fmt.Errorf("election: StartWaitTicks (%d) is negative", c.StartWaitTicks)
 	}
 	if len(c.Members) == 0 {
 		return errors.New("election: no members")

@@ -192,10 +192,11 @@ func newCore(cfg Config) (*core, error) {
 	c.earlyPre = make(map[string]pendingMsg)
 	// A member that just started may have acknowledged a leader right
 	// before it went down: it grants no vote and does not stand for D ticks,
-	// exactly as if it had just heard that leader. This keeps leases safe
-	// across restarts. Whom it backed is unknown, but not in a term above
-	// the one it persisted (a term is persisted before it is acknowledged).
-	c.lastLeaderContact = 0
+	// exactly as if it had just heard that leader, or for StartWaitTicks if
+	// longer (the D it promised then). This keeps leases safe across
+	// restarts. Whom it backed is unknown, but not in a term above the one
+	// it persisted (a term is persisted before it is acknowledged).
+	c.lastLeaderContact = int64(max(cfg.StartWaitTicks, cfg.ElectionTicks) - cfg.ElectionTicks)
 	c.backedTerm = c.hs.Term
 	c.goneAt = neverTick
 	c.drained = cfg.Drained

@@ -82,3 +82,32 @@ func TestFullPromiseKeepsFullLease(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartWithShorterDKeepsPromise: a member that acknowledged the
+// leader with a promise of D = 90 ticks and restarts with D = 30 (an
+// operator lowered heartbeat_misses) waits the old 90 before it votes
+// (StartWaitTicks, which the agent keeps in the state directory), since the
+// leader's lease counts on the promise. Waiting only its new D, n1 voted
+// for n2 while n3's lease, 69 ticks from the last heartbeat n1
+// acknowledged, still ran: two leaders, which the sim reports.
+func TestRestartWithShorterDKeepsPromise(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 3, newNode, func(c *Config) { c.ElectionTicks, c.LeaseTicks = 90, 69 })
+		s.crash("n2")
+		s.runUntil(settle, "n3 leads with n1", func() bool { l, ok := s.agreed("n1", "n3"); return ok && l == "n3" })
+		s.partition([]string{"n2"}, []string{"n3"})
+		s.restart("n2")
+		s.run(120)
+		if l, ok := s.agreed("n1", "n3"); !ok || l != "n3" || s.leaseTicks["n3"] != 69 {
+			t.Fatalf("n3 no longer leads n1 with its full lease: %s", s.describe())
+		}
+		// n1 restarts at once, cut off from n3, with a shorter D.
+		s.partition([]string{"n1"}, []string{"n3"})
+		s.crash("n1")
+		cfg := s.cfgs["n1"]
+		cfg.ElectionTicks, cfg.LeaseTicks, cfg.StartWaitTicks = 30, 14, 90
+		s.cfgs["n1"] = cfg
+		s.restart("n1")
+		s.runUntil(2*settle, "n1 and n2 elect n2", func() bool { l, ok := s.agreed("n1", "n2"); return ok && l == "n2" })
+	})
+}

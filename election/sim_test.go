@@ -103,6 +103,7 @@ func (s *simNet) start(id string) {
 	}
 	s.nodes[id] = node
 	s.role[id] = Follower
+	delete(s.wake, id) // a new process: what the old one promised of its sleep is gone
 }
 
 // collect drains id's Ready: persists, checks invariants, queues messages.
