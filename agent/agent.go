@@ -1014,6 +1014,7 @@ func (a *Agent) noteShortPromises(st election.Status) {
 		}
 	}
 	a.status.short = short
+	a.m.shortLease.Set(float64(len(short)))
 }
 
 // wallLease is the wall-clock lease for a core lease of ticks: the

@@ -26,6 +26,7 @@ type metrics struct {
 	badByReason    map[string]prometheus.Counter // the pre-declared reasons, looked up without hashing labels
 	quorumLive     prometheus.Gauge
 	quorumOK       prometheus.Gauge
+	shortLease     prometheus.Gauge
 	natsConnected  prometheus.Gauge
 	persistErrors  prometheus.Counter
 	persistSeconds prometheus.Histogram
@@ -98,6 +99,8 @@ func newMetrics(fam *MetricFamilies, runtimeReg prometheus.Registerer, withRunti
 			Help: "Members this agent believes alive, itself included."}),
 		quorumOK: f.gauge(prometheus.GaugeOpts{Name: "edge_election_quorum_ok",
 			Help: "1 when the live members are at least a quorum."}),
+		shortLease: f.gauge(prometheus.GaugeOpts{Name: "edge_election_lease_shortened_by",
+			Help: "On a leader, the members whose promised D is too short for its lease, which they then shorten: the gateways' timings differ."}),
 		natsConnected: f.gauge(prometheus.GaugeOpts{Name: "edge_election_nats_connected",
 			Help: "1 while the NATS connection is up."}),
 		persistErrors: f.counter(prometheus.CounterOpts{Name: "edge_election_persist_errors_total",

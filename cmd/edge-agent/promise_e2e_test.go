@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +64,14 @@ func TestE2ELeaseShortenedByShortD(t *testing.T) {
 				if m.ID != "gw3" && (m.PromiseMS != 300 || !m.ShortensLease) {
 					return false, fmt.Sprintf("%s: promise %d ms, shortens %v", m.ID, m.PromiseMS, m.ShortensLease)
 				}
+			}
+			_, body := httpGet(t, "http://"+site.Proc("gw3").HTTPAddr+"/metrics")
+			samples, err := harness.ParseMetrics(strings.NewReader(body))
+			if err != nil {
+				return false, err.Error()
+			}
+			if v, _ := harness.Find(samples, "edge_election_lease_shortened_by", nil); v != 2 {
+				return false, fmt.Sprintf("edge_election_lease_shortened_by %v, want 2", v)
 			}
 			return true, ""
 		})
