@@ -131,6 +131,7 @@ type leaseView struct {
 	start       time.Time // monotonic base for the lease
 	leading     atomic.Bool
 	leaseEnd    atomic.Int64 // nanoseconds since start
+	leaseLen    atomic.Int64 // the lease held now (wallLease), nanoseconds; 0 before the first
 	term        atomic.Uint64
 	leaderID    atomic.Value // string
 	lastLoopRun atomic.Int64 // nanoseconds since start
@@ -980,6 +981,7 @@ func (a *Agent) renewLease(rd election.Ready, now time.Duration) bool {
 	var end time.Duration
 	if at, ok := a.core.sentAt[rd.LeaseSeq]; ok {
 		end = at + wallLease(a.cfg, rd.LeaseTicks)
+		a.lease.leaseLen.Store(int64(wallLease(a.cfg, rd.LeaseTicks)))
 	}
 	if a.lease.leading.Load() && int64(end) > a.lease.leaseEnd.Load() {
 		a.out.journal.write(JournalEntry{Event: "renew", Term: rd.Term, Until: a.wallUntil(end)})

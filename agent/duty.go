@@ -110,6 +110,13 @@ func (l dutyLease) LeaseEnd() (time.Duration, bool) {
 	return time.Duration(l.a.lease.leaseEnd.Load()), leading
 }
 
+func (l dutyLease) LeaseLength() time.Duration {
+	if n := l.a.lease.leaseLen.Load(); n > 0 {
+		return time.Duration(n)
+	}
+	return l.a.cfg.Lease
+}
+
 func (l dutyLease) IsLeader() bool  { return l.a.IsLeader() }
 func (l dutyLease) Connected() bool { return l.a.in.bus.Up(l.a.lease.term.Load()) }
 

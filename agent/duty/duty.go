@@ -28,6 +28,10 @@ type Lease interface {
 	// LeaseEnd returns when this agent's current lease ends, and false when
 	// it does not lead.
 	LeaseEnd() (end time.Duration, leading bool)
+	// LeaseLength is how long the current lease runs from the heartbeat
+	// it rests on: Timing.Lease, or less while a member whose D is too
+	// short for it backs the lease (election.Message.Promise).
+	LeaseLength() time.Duration
 	// IsLeader reports whether this agent leads with a live lease now.
 	IsLeader() bool
 	// Connected reports whether the bus connections the members act on

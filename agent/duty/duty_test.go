@@ -23,6 +23,7 @@ type fakeLease struct {
 
 func (l *fakeLease) Now() time.Duration              { return time.Since(l.start) }
 func (l *fakeLease) LeaseEnd() (time.Duration, bool) { return l.Now() + time.Hour, true }
+func (l *fakeLease) LeaseLength() time.Duration      { return time.Hour }
 func (l *fakeLease) IsLeader() bool                  { return true }
 func (l *fakeLease) Connected() bool                 { return true }
 func (l *fakeLease) Resign() error                   { l.resigns.Add(1); return nil }

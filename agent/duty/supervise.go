@@ -79,12 +79,8 @@ type supervisor struct {
 func (d *Duty) supervise(ctx context.Context, log *slog.Logger, term uint64, env []string, planned interface{ Load() bool }) {
 	t := d.host.Timing
 	s := &supervisor{d: d, ctx: ctx, log: log, env: env, planned: planned, lc: leaseClock{l: d.host.Lease},
-		label: d.host.ID + "/" + strconv.FormatUint(term, 10),
-		// A healthy lease renews each heartbeat, so it gets down to about
-		// lease - heartbeat - the acknowledgement's delay; half of that
-		// slack goes to the command's grace, half to late acknowledgements
-		// (which must not stop the command).
-		softLead: max(0, min(d.cfg.Grace, (t.Lease-t.Heartbeat)/2)),
+		label:    d.host.ID + "/" + strconv.FormatUint(term, 10),
+		softLead: softLead(d.cfg.Grace, t.Heartbeat, t.Lease),
 		hardLead: max(t.Tick, time.Millisecond),
 		poll:     max(t.Tick, time.Millisecond),
 		fast:     d.host.FastFailover,
@@ -120,6 +116,18 @@ func (d *Duty) supervise(ctx context.Context, log *slog.Logger, term uint64, env
 	}
 }
 
+// softLead is how long before the lease ends the command is stopped if the
+// lease was not renewed. A healthy lease renews each heartbeat, so it gets
+// down to about lease - heartbeat - the acknowledgement's delay; half of
+// that slack goes to the command's grace, half to late acknowledgements
+// (which must not stop the command). The lease is the one held now: a
+// lease that a member's shorter D shortened leaves less slack, and a lead
+// taken from the configured lease would stop the command between two
+// renewals.
+func softLead(grace, heartbeat, lease time.Duration) time.Duration {
+	return max(0, min(grace, (lease-heartbeat)/2))
+}
+
 // guardAt gives the guard's deadlines (CLOCK_MONOTONIC) for a lease end:
 // SIGTERM and SIGKILL when the agent itself would send them. The clock is
 // read before Now: a delay between the two readings makes the result
@@ -138,6 +146,7 @@ func (s *supervisor) look() {
 	if s.live {
 		s.lc.refresh()
 	}
+	s.softLead = softLead(s.d.cfg.Grace, s.d.host.Timing.Heartbeat, min(s.d.host.Timing.Lease, s.d.host.Lease.LeaseLength()))
 	s.soft, s.hard = s.lc.end-s.softLead, s.lc.end-s.hardLead
 	s.connDown = s.fast && !s.d.host.Lease.Connected()
 	if s.connDown || (s.fast && !s.live && !s.planned.Load()) {

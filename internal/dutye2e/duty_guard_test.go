@@ -60,6 +60,7 @@ func newFixedLease(end time.Duration) *fixedLease { return &fixedLease{start: ti
 
 func (l *fixedLease) Now() time.Duration              { return time.Since(l.start) }
 func (l *fixedLease) LeaseEnd() (time.Duration, bool) { return l.end, true }
+func (l *fixedLease) LeaseLength() time.Duration      { return time.Hour }
 func (l *fixedLease) IsLeader() bool                  { return l.Now() < l.end }
 func (l *fixedLease) Connected() bool                 { return true }
 func (l *fixedLease) Resign() error                   { return nil }
