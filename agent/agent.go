@@ -448,11 +448,13 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // start does what the loop needs before its first input: it opens the bus
 // and the outputs and logs the start. The stepper's close undoes it.
-func (a *Agent) start() (s *stepper, err error) {
+func (a *Agent) start() (*stepper, error) {
 	if !a.lease.running.CompareAndSwap(false, true) {
 		return nil, errors.New("agent: Run or Drive called twice")
 	}
-	s = &stepper{a: a}
+	// Not a named result: a return of nil, err would nil it before the
+	// deferred undo below reads it (a bus that failed to open panicked).
+	s := &stepper{a: a}
 	s.push(func() { a.lease.running.Store(false) })
 	s.push(func() {
 		if t := a.maint.promiseTimer; t != nil {
