@@ -304,8 +304,11 @@ type transportBus struct {
 
 func newTransportBus(t Transport, c BusContext) *transportBus {
 	b := &transportBus{t: t, c: c}
-	if mt, ok := t.(*MemTransport); ok && c.Fast && mt.reportTo(nil) {
-		b.mem = mt
+	if mt, ok := t.(*MemTransport); ok {
+		mt.setTick(c.Config.Tick())
+		if c.Fast && mt.reportTo(nil) {
+			b.mem = mt
+		}
 	}
 	return b
 }

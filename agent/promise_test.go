@@ -114,3 +114,76 @@ func testAgentKeepsLongerPromise(t *testing.T) {
 	}
 	stop()
 }
+
+// TestAgentLeaseShortenedByOtherHeartbeat: gw3 (H 100 ms, heartbeat_misses
+// 5: D 500 ms, lease 380 ms) leads gw1 and gw2 (H 50 ms, heartbeat_misses 6:
+// D 300 ms), each config valid on its own. Their acknowledgements promise
+// 300 ms, made in 5 ms ticks and read in gw3's 10 ms ticks, so gw3's lease
+// is 300 - 100 - 10 ms, less a tick of wall clock: at most 180 ms. Read in
+// the wrong unit (every member taken to have one tick), the promise looked
+// long enough and the lease stayed at 380 ms.
+func TestAgentLeaseShortenedByOtherHeartbeat(t *testing.T) {
+	synctest.Test(t, testAgentLeaseShortenedByOtherHeartbeat)
+}
+
+func testAgentLeaseShortenedByOtherHeartbeat(t *testing.T) {
+	net := NewMemNetwork()
+	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
+	agents := map[string]*Agent{}
+	var stops []func()
+	for _, m := range members {
+		cfg := Config{ID: m.ID, Group: "site", Members: members, StateDir: t.TempDir(), Preemption: PreemptImmediate,
+			Heartbeat: 50 * time.Millisecond, HeartbeatMisses: 6}
+		if m.ID == "gw3" {
+			cfg.Heartbeat, cfg.HeartbeatMisses = 100*time.Millisecond, 5
+		}
+		tr := net.Join(m.ID)
+		a, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+			WithBus(func(c BusContext) (Bus, error) { return newTransportBus(tr, c), nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		agents[m.ID] = a
+		stops = append(stops, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	gw3 := agents["gw3"]
+	var st StatusReport
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		st = gw3.Status()
+		short := 0
+		for _, m := range st.Members {
+			if m.ShortensLease && m.PromiseMS == 300 {
+				short++
+			}
+		}
+		if st.Role == "leader" && short == 2 {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("gw3 never reported both followers shortening its lease: %+v", st)
+		}
+	}
+	// Sampled over a few heartbeats: never more than 180 ms left.
+	for range 20 {
+		if left := gw3.LeaseRemaining(); left > 180*time.Millisecond {
+			t.Fatalf("gw3's lease has %s left, want at most 180ms", left)
+		}
+		time.Sleep(17 * time.Millisecond)
+	}
+	if !gw3.IsLeader() {
+		t.Fatal("gw3 lost its lease while both followers acknowledged it")
+	}
+}

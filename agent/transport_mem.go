@@ -21,10 +21,9 @@ const (
 	memGroup  = "mem"
 )
 
-// memTick is the tick in which the in-memory network converts a promise
-// (election.Message.Promise) to the wire and back, the same for every
-// member: a promise arrives in the ticks it was made in, which is right
-// for the sites its tests build, whose members share one heartbeat.
+// memTick is the tick of a member whose agent did not say its own (a
+// transport used without an agent): a promise (election.Message.Promise)
+// is then sent and read in milliseconds.
 const memTick = time.Millisecond
 
 // MemNetwork is an in-memory bus for tests: members Join it and get a
@@ -81,7 +80,7 @@ func (n *MemNetwork) Join(id string) *MemTransport {
 	if old := n.nodes[id]; old != nil {
 		old.closeLocked()
 	}
-	t := &MemTransport{net: n, id: id, inbox: make(chan election.Message, MemInboxSize)}
+	t := &MemTransport{net: n, id: id, inbox: make(chan election.Message, MemInboxSize), tick: memTick}
 	n.nodes[id] = t
 	n.conns[id]++ // a new connection
 	return t
@@ -179,6 +178,9 @@ type MemTransport struct {
 	inbox   chan election.Message
 	closed  bool     // guarded by net.mu
 	reports *Mailbox // with ReportDisconnects: the bus's mailbox (guarded by net.mu)
+	// tick is the member's election tick, in which it sends and reads
+	// promises (guarded by net.mu; memTick until its agent sets it).
+	tick time.Duration
 }
 
 var _ Transport = (*MemTransport)(nil)
@@ -196,7 +198,11 @@ func (t *MemTransport) Send(m election.Message) error {
 		return fmt.Errorf("agent: send: from %q is not this member %q", m.From, t.id)
 	}
 	// Every member of the in-memory network runs this build.
-	data, err := wire.EncodeTimed(memGroup, memTick, m, 0, 0, wire.ProtocolMax)
+	n := t.net
+	n.mu.Lock()
+	tick := t.tickLocked()
+	n.mu.Unlock()
+	data, err := wire.EncodeTimed(memGroup, tick, m, 0, 0, wire.ProtocolMax)
 	if err != nil {
 		return fmt.Errorf("agent: send: %w", err)
 	}
@@ -204,13 +210,13 @@ func (t *MemTransport) Send(m election.Message) error {
 	if m.To != "" {
 		subj = wire.DirectSubject(memPrefix, memGroup, m.From, m.To)
 	}
-	// Decoding gives a copy that shares nothing with m.
-	cp, err := wire.Decode(data, subj, wire.DecodeContext{Prefix: memPrefix, Group: memGroup, Self: m.To, Members: memMembers(m), Tick: memTick})
+	// Decoding gives a copy that shares nothing with m; its promise in
+	// milliseconds, which each receiver reads in its own ticks.
+	cp, err := wire.Decode(data, subj, wire.DecodeContext{Prefix: memPrefix, Group: memGroup, Self: m.To, Members: memMembers(m), Tick: time.Millisecond})
 	if err != nil {
 		return fmt.Errorf("agent: send: %w", err)
 	}
 
-	n := t.net
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if t.closed {
@@ -235,12 +241,28 @@ func (n *MemNetwork) deliverLocked(from string, to *MemTransport, m election.Mes
 	if to == nil || to.closed || !n.reachable(from, to.id) {
 		return
 	}
+	if m.Promise > 0 {
+		// Milliseconds, read in the receiver's ticks as wire.Decode does.
+		m.Promise = max(1, int(time.Duration(m.Promise)*time.Millisecond/to.tickLocked()))
+	}
 	select {
 	case to.inbox <- m:
 	default:
 		n.dropped++
 	}
 }
+
+// setTick makes tick the member's election tick, in which it sends and
+// reads promises (its agent's Config.Tick, set by the agent's bus).
+func (t *MemTransport) setTick(tick time.Duration) {
+	t.net.mu.Lock()
+	defer t.net.mu.Unlock()
+	if tick > 0 {
+		t.tick = tick
+	}
+}
+
+func (t *MemTransport) tickLocked() time.Duration { return t.tick }
 
 // ConnID names the transport's connection while it is up, with
 // ReportDisconnects ("" otherwise): a leader's heartbeats announce it.
