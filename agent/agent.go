@@ -982,8 +982,9 @@ func (a *Agent) renewLease(rd election.Ready, now time.Duration) bool {
 	// forgotten dates no lease at all.
 	var end time.Duration
 	if at, ok := a.core.sentAt[rd.LeaseSeq]; ok {
-		end = at + wallLease(a.cfg, rd.LeaseTicks)
-		a.lease.leaseLen.Store(int64(wallLease(a.cfg, rd.LeaseTicks)))
+		l := wallLease(a.cfg, rd.LeaseTicks)
+		end = at + l
+		a.lease.leaseLen.Store(int64(l))
 	}
 	if a.lease.leading.Load() && int64(end) > a.lease.leaseEnd.Load() {
 		a.out.journal.write(JournalEntry{Event: "renew", Term: rd.Term, Until: a.wallUntil(end)})

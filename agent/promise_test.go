@@ -62,9 +62,7 @@ func testAgentKeepsLongerPromise(t *testing.T) {
 	}
 	run := func() (time.Duration, func()) {
 		t.Helper()
-		tr := NewMemNetwork().Join(cfg.ID)
-		a, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-			WithBus(func(c BusContext) (Bus, error) { return newTransportBus(tr, c), nil }))
+		a, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithTransport(NewMemNetwork().Join(cfg.ID)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +74,7 @@ func testAgentKeepsLongerPromise(t *testing.T) {
 			if time.Since(start) > 5*time.Second {
 				t.Fatal("no leader within 5 s")
 			}
-			time.Sleep(cfg.Tick())
+			stall(cfg.Tick())
 		}
 		return time.Since(start), func() {
 			cancel()
@@ -107,7 +105,7 @@ func testAgentKeepsLongerPromise(t *testing.T) {
 	if d := promised(); d != 900*time.Millisecond && time.Since(start) < 900*time.Millisecond {
 		t.Errorf("the promise is %s before 900 ms passed, want 900ms", d)
 	}
-	time.Sleep(900*time.Millisecond - time.Since(start) + time.Millisecond)
+	stall(900*time.Millisecond - time.Since(start) + time.Millisecond)
 	synctest.Wait()
 	if d := promised(); d != 300*time.Millisecond {
 		t.Errorf("the promise is %s once 900 ms passed, want 300ms", d)
@@ -127,41 +125,15 @@ func TestAgentLeaseShortenedByOtherHeartbeat(t *testing.T) {
 }
 
 func testAgentLeaseShortenedByOtherHeartbeat(t *testing.T) {
-	net := NewMemNetwork()
-	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
-	agents := map[string]*Agent{}
-	var stops []func()
-	for _, m := range members {
-		cfg := Config{ID: m.ID, Group: "site", Members: members, StateDir: t.TempDir(), Preemption: PreemptImmediate,
-			Heartbeat: 50 * time.Millisecond, HeartbeatMisses: 6}
-		if m.ID == "gw3" {
-			cfg.Heartbeat, cfg.HeartbeatMisses = 100*time.Millisecond, 5
+	_, agents, _ := runSite(t, 3, 50*time.Millisecond, siteSetup{config: func(id string, c *Config) {
+		c.Preemption, c.HeartbeatMisses = PreemptImmediate, 6
+		if id == "gw3" {
+			c.Heartbeat, c.HeartbeatMisses = 100*time.Millisecond, 5
 		}
-		tr := net.Join(m.ID)
-		a, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-			WithBus(func(c BusContext) (Bus, error) { return newTransportBus(tr, c), nil }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- a.Run(ctx) }()
-		agents[m.ID] = a
-		stops = append(stops, func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	defer func() {
-		for _, stop := range stops {
-			stop()
-		}
-	}()
+	}})
 	gw3 := agents["gw3"]
 	var st StatusReport
-	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+	waitFor(t, 10*time.Second, "gw3 reports both followers shortening its lease", func() bool {
 		st = gw3.Status()
 		short := 0
 		for _, m := range st.Members {
@@ -169,19 +141,14 @@ func testAgentLeaseShortenedByOtherHeartbeat(t *testing.T) {
 				short++
 			}
 		}
-		if st.Role == "leader" && short == 2 {
-			break
-		}
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("gw3 never reported both followers shortening its lease: %+v", st)
-		}
-	}
+		return st.Role == "leader" && short == 2
+	})
 	// Sampled over a few heartbeats: never more than 180 ms left.
 	for range 20 {
 		if left := gw3.LeaseRemaining(); left > 180*time.Millisecond {
 			t.Fatalf("gw3's lease has %s left, want at most 180ms", left)
 		}
-		time.Sleep(17 * time.Millisecond)
+		stall(17 * time.Millisecond)
 	}
 	if !gw3.IsLeader() {
 		t.Fatal("gw3 lost its lease while both followers acknowledged it")

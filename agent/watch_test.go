@@ -25,6 +25,8 @@ type siteSetup struct {
 	before func(id string, a *Agent)
 	// wrap may replace agent id's transport.
 	wrap func(id string, t Transport) Transport
+	// config may change agent id's configuration.
+	config func(id string, c *Config)
 }
 
 // runSite starts n agents gw1..gwN (priority = index) on one in-memory
@@ -43,6 +45,9 @@ func runSite(t *testing.T, n int, hb time.Duration, setup siteSetup) (*MemNetwor
 	dones := map[string]chan error{}
 	for _, m := range members {
 		cfg := Config{ID: m.ID, Group: "site", Members: members, Heartbeat: hb, StateDir: t.TempDir(), HoldDown: time.Hour}
+		if setup.config != nil {
+			setup.config(m.ID, &cfg)
+		}
 		var logw io.Writer = io.Discard
 		if testing.Verbose() && os.Getenv("AGENT_TEST_LOG") != "" {
 			logw = os.Stderr
