@@ -1051,6 +1051,9 @@ func (c *core) Step(m Message) error {
 		return err
 	}
 	c.lastSeen[m.From] = c.now
+	if showsMayStand(m.Type) {
+		delete(c.peerDrained, m.From)
+	}
 	c.fireDue()
 	return nil
 }
@@ -1089,6 +1092,20 @@ func standingType(t MsgType) bool {
 		return true
 	}
 	return false
+}
+
+// showsMayStand reports whether a message of type t shows that its sender
+// may stand: a drained member never asks for pre-votes, proclaims or answers
+// an ELECTION with OK (a drained leader's heartbeats, RESIGN and WITHDRAW
+// say nothing of it). What a member learned of another being drained (from
+// its acknowledgements, see stepAck) is dropped on such a message: kept, it
+// could outlive the drain by any time, and a member that waits for the
+// highest member it believes may stand, passing over every one it believes
+// drained, then waited for a lower member whose rounds never reached it,
+// marked it dead on each silence, and every round skipped it (the checker:
+// a Ring of five with quorum 5, leaderless with every member up).
+func showsMayStand(t MsgType) bool {
+	return t == MsgCoordinator || t == MsgPreVote || t == MsgOK
 }
 
 // preTermType reports whether messages of type t may carry term 0.

@@ -275,3 +275,61 @@ func drainedRingTop(t *testing.T) (Node, *core, Config) {
 	}
 	return n, n.(*core), cfg
 }
+
+// TestStandingClearsDrainedKnowledge: what a member learned of another being
+// drained (its acknowledgements said so) is dropped when that member shows it
+// may stand: its Ring round reaches this member, or it asks for pre-votes,
+// proclaims or answers OK. Kept, the knowledge outlived the drain: a drained
+// Ring member that believed every member above the lowest drained waited for
+// the lowest one's round, which died elsewhere, marked it dead on each
+// silence, and every round skipped it (the checker: a Ring of five with
+// quorum 5, leaderless with every member up; internal/safety TestFoundSeeds
+// replays that run).
+func TestStandingClearsDrainedKnowledge(t *testing.T) {
+	members := []Member{{ID: "n1", Priority: 1}, {ID: "n2", Priority: 2}, {ID: "n3", Priority: 3}}
+	for _, tc := range []struct {
+		name string
+		alg  func(Config) (Node, error)
+		m    Message
+	}{
+		{"ring token", NewRing, Message{Type: MsgRingToken, From: "n2", To: "n3", Term: 1, Seq: 1, Initiator: "n2", Candidate: "n2"}},
+		{"ring token passed on", NewRing, Message{Type: MsgRingToken, From: "n1", To: "n3", Term: 1, Seq: 1, Initiator: "n2", Candidate: "n2", Participants: []string{"n1"}}},
+		{"pre-vote", NewRing, Message{Type: MsgPreVote, From: "n2", Term: 1, Seq: 1}},
+		{"coordinator", NewBully, Message{Type: MsgCoordinator, From: "n2", Term: 1, Seq: 1}},
+		{"ok", NewBully, Message{Type: MsgOK, From: "n2", To: "n3", Term: 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig("n3", members)
+			cfg.Drained = true
+			n, err := tc.alg(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := n.(*core)
+			c.peerDrained["n2"] = true // n2's last acknowledgement, as n3 led, said drained
+			if c.mayLead("n2") {
+				t.Fatal("n2 may lead although its last acknowledgement said drained")
+			}
+			if err := n.Step(tc.m); err != nil {
+				t.Fatal(err)
+			}
+			if !c.mayLead("n2") {
+				t.Fatalf("after n2's %v this member still believes it drained", tc.m.Type)
+			}
+		})
+	}
+	// A drained leader's heartbeat says nothing of whether it may stand.
+	cfg := testConfig("n1", members)
+	n, err := NewRing(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := n.(*core)
+	c.peerDrained["n2"] = true
+	if err := n.Step(Message{Type: MsgHeartbeat, From: "n2", Term: 1, Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if c.mayLead("n2") {
+		t.Fatal("a heartbeat cleared what an acknowledgement said of its sender being drained")
+	}
+}

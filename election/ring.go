@@ -512,6 +512,9 @@ func (r *ring) stepToken(m Message) error {
 	c.send(Message{Type: MsgRingAck, To: m.From, Term: c.hs.Term, Seq: m.Seq, Initiator: m.Initiator})
 	c.markUp(m.From)
 	delete(r.deadAt, m.From)
+	// A token's candidate initiated its round or took it over, which a
+	// drained member never does (see showsMayStand).
+	delete(c.peerDrained, m.Candidate)
 	for _, p := range m.Participants {
 		c.markUp(p)
 	}
