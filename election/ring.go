@@ -84,6 +84,11 @@ type ring struct {
 	pending   *ringToken
 	pendingAt int64
 
+	// failed: a round this member stood or voted in ended without a leader
+	// since it last heard one (or stood). Its next round then waits for a
+	// quorum's pre-votes, as a Bully candidacy does: see initiate.
+	failed bool
+
 	seq    uint64            // the last round this member initiated
 	seen   map[ringKey]int64 // visits this member handled -> tick, to drop duplicates
 	deadAt map[string]int64  // member -> tick a hop to it or a wait for it timed out
@@ -115,7 +120,7 @@ func (r *ring) deadline() int64 {
 }
 
 func (r *ring) reset() {
-	r.phase, r.expect, r.champ, r.hops, r.pending = ringIdle, "", "", nil, nil
+	r.phase, r.expect, r.champ, r.hops, r.pending, r.failed = ringIdle, "", "", nil, nil, false
 }
 
 func (r *ring) setPhase(p ringPhase, until int64) { r.phase, r.until = p, until }
@@ -130,6 +135,7 @@ func (r *ring) startElection(expected string) {
 		return
 	}
 	r.champ, r.expect = "", expected
+	c.endPreVote() // a pre-vote of its own round, if any: it waits for expected's now
 	if !c.mayStand() {
 		// Drained: the others may expect this member to start the round
 		// (they do not know it is drained). Tell every member that it is
@@ -166,6 +172,43 @@ func (r *ring) initiate() {
 		r.phase, r.champ, r.expect = ringIdle, "", ""
 		return
 	}
+	if r.failed && !c.goneConfirmed() && !c.quorum.Reached(1) {
+		// A round of this member, or one it voted in, failed since it last
+		// heard a leader: it asks for pre-votes before it starts another
+		// (core.startPreVote; the round starts in proclaim once a quorum
+		// granted). The first round after a leader's silence is its own
+		// pre-vote, but a member that cannot reach a quorum (cut off with a
+		// minority, or not heard by a member the quorum needs) would
+		// otherwise raise the terms of the members it reaches with every
+		// retry; the request, sent to every member, also tells them that it
+		// is alive, so a member whose rounds die at a member backing a
+		// higher candidate is no longer passed over for its silence (the
+		// checker: a Ring of seven with quorum 7 leaderless with every
+		// member up).
+		r.phase, r.champ, r.expect = ringIdle, "", ""
+		if c.preVotes == nil {
+			c.startPreVote()
+		}
+		return
+	}
+	r.startRound()
+}
+
+// proclaim implements algorithm: a quorum pre-voted for this member, which
+// starts its round.
+func (r *ring) proclaim() {
+	c := r.c
+	c.pending = nil
+	c.endPreVote()
+	if !c.mayStand() || c.termExhausted() || c.role != Follower {
+		return
+	}
+	r.startRound()
+}
+
+// startRound starts a round with this member as initiator and candidate.
+func (r *ring) startRound() {
+	c := r.c
 	r.seq++
 	tok := ringToken{ringRound: ringRound{c.self.ID, r.seq}, term: c.hs.Term + 1, cand: c.self.ID}
 	r.candidate(tok)
@@ -174,6 +217,7 @@ func (r *ring) initiate() {
 
 // candidate makes this member the candidate of tok's round.
 func (r *ring) candidate(tok ringToken) {
+	r.c.endPreVote()
 	r.remember(tok.key())
 	r.champ, r.expect, r.round = r.c.self.ID, "", tok.ringRound
 	r.setPhase(ringCandidate, r.c.now+r.roundTicks())
@@ -335,7 +379,7 @@ func (r *ring) claim(tok ringToken) {
 
 func (r *ring) roundFailed() {
 	c := r.c
-	r.phase, r.champ = ringIdle, ""
+	r.phase, r.champ, r.failed = ringIdle, "", true
 	c.standAfter = max(c.standAfter, c.now+int64(c.backoffTicks()))
 }
 
@@ -403,7 +447,7 @@ func (r *ring) onDeadline() {
 	case ringVoted:
 		// The candidate we voted for never announced itself. Back off, then
 		// start over (tickFollower calls startElection).
-		r.phase, r.champ = ringIdle, ""
+		r.phase, r.champ, r.failed = ringIdle, "", true
 		c.standAfter = max(c.standAfter, c.now+int64(c.backoffTicks()))
 	}
 }
@@ -619,6 +663,7 @@ func (r *ring) handle(tok ringToken) bool {
 	}
 	r.hops = keep
 	r.champ, r.expect = tok.cand, ""
+	c.endPreVote()
 	r.setPhase(ringVoted, c.now+r.roundTicks())
 	tok.voters = append(tok.voters, self)
 	r.route(tok, map[string]bool{})

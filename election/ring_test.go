@@ -496,3 +496,68 @@ func TestRingDeliveriesPerElection(t *testing.T) {
 		t.Logf("%5d %6d %15d %13d %14d", r.n, 3*r.n, r.one, r.all, r.allInit)
 	}
 }
+
+// TestRingRetryAsksPreVotes: the first round after a leader's silence is its
+// own pre-vote, but once a round of a member failed (or one it voted in), its
+// next round waits for a quorum's pre-votes, asked of every member. Without
+// that, a member cut off with a minority raised the terms of the members it
+// reached with every retry unless each presumed the others dead, and a live
+// member whose own rounds died at a member backing a higher candidate sent
+// the member below it nothing, which then sent every round past it (the
+// checker: a Ring of seven with quorum 7 leaderless with every member up;
+// internal/safety TestFoundSeeds replays that run).
+func TestRingRetryAsksPreVotes(t *testing.T) {
+	members := []Member{{ID: "n1", Priority: 1}, {ID: "n2", Priority: 2}, {ID: "n3", Priority: 3}}
+	n, err := NewRing(testConfig("n3", members))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tokens, preVotes int
+	tick := func() {
+		n.Tick()
+		for _, m := range n.Ready().Messages {
+			switch m.Type {
+			case MsgRingToken:
+				tokens++
+			case MsgPreVote:
+				if m.To != "" {
+					t.Fatalf("a pre-vote request to %s only: every member must hear it", m.To)
+				}
+				preVotes++
+			}
+		}
+	}
+	// No one answers: the first round fails, then every retry asks for
+	// pre-votes instead, and the term stays where it was.
+	for i := 0; i < 400 && preVotes == 0; i++ {
+		tick()
+	}
+	if tokens == 0 || preVotes == 0 {
+		t.Fatalf("tokens %d, pre-vote requests %d: want a round, then pre-votes", tokens, preVotes)
+	}
+	sent := tokens
+	for range 400 {
+		tick()
+	}
+	if tokens != sent {
+		t.Fatalf("%d more tokens without a pre-vote granted", tokens-sent)
+	}
+	if term := n.Status().Term; term != 0 {
+		t.Fatalf("term %d after failed rounds and pre-votes, want 0", term)
+	}
+	// A quorum grants: the round starts at once.
+	for preVotes == 0 || n.(*core).preVotes == nil {
+		tick()
+	}
+	seq := n.(*core).preVoteSq
+	if err := n.Step(Message{Type: MsgPreVoteReply, From: "n1", To: "n3", Term: 1, Seq: seq, Granted: true}); err != nil {
+		t.Fatal(err)
+	}
+	started := false
+	for _, m := range n.Ready().Messages {
+		started = started || m.Type == MsgRingToken && m.Term == 1 && m.Candidate == "n3"
+	}
+	if !started {
+		t.Fatal("no round after a quorum granted its pre-votes")
+	}
+}
