@@ -30,7 +30,7 @@ const (
 	ringAwait               // waiting for the expected member's round (or its heartbeat)
 	ringCandidate           // the candidate of a round, waiting for it to come back decided
 	ringVoted               // voted for another member's candidacy, waiting for its heartbeat
-	ringWon                 // a decided round came back while a leader was heard or we backed off
+	ringWon                 // a decided round came back while a leader was heard
 )
 
 // ringRound identifies one round: its initiator and the initiator's counter.
@@ -349,12 +349,19 @@ func (r *ring) win(tok ringToken) {
 	if c.role != Follower {
 		return
 	}
-	if !c.leaderLive() && c.now >= c.standAfter {
+	if !c.leaderLive() {
+		// Also while this member backs off: the backoff damps starting
+		// rounds, and a quorum that voted for this member, hearing no
+		// leader, has elected it already. Held until the backoff ended,
+		// such a win was mostly dropped (held AnswerTicks at most), and its
+		// voters, now in the round's term, refused this member's next
+		// pre-votes for it, which backed it off again: the highest member
+		// took every round over and dropped each (the checker: Rings of
+		// four, five and seven leaderless with every member up).
 		r.claim(tok)
 		return
 	}
-	// A leader is still heard, or this member is backing off: win as soon
-	// as that ends, if it ends soon.
+	// A leader is still heard: win as soon as that ends, if it ends soon.
 	r.champ, r.expect, r.won = c.self.ID, "", tok
 	r.wonEnd = c.now + int64(c.cfg.AnswerTicks)
 	r.setPhase(ringWon, c.now+1)
@@ -412,7 +419,7 @@ func (r *ring) onDeadline() {
 	}
 	if r.phase == ringWon {
 		switch {
-		case !c.leaderLive() && c.now >= c.standAfter:
+		case !c.leaderLive():
 			r.claim(r.won)
 		case c.now >= r.wonEnd:
 			r.phase, r.champ = ringIdle, ""

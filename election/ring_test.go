@@ -561,3 +561,36 @@ func TestRingRetryAsksPreVotes(t *testing.T) {
 		t.Fatal("no round after a quorum granted its pre-votes")
 	}
 }
+
+// TestRingBackingOffMemberClaimsDecidedRound: a member backing off that
+// holds its own round back with a quorum's votes, and hears no leader,
+// claims it at once. It used to hold the win until its backoff ended (for
+// AnswerTicks at most) and then drop it; its voters, now in the round's
+// term, refused its next pre-votes for that term, which backed it off again,
+// and the highest member of Rings of four, five and seven took every round
+// over and dropped each (internal/safety TestFoundSeeds replays those runs).
+func TestRingBackingOffMemberClaimsDecidedRound(t *testing.T) {
+	members := []Member{{ID: "n1", Priority: 1}, {ID: "n2", Priority: 2}, {ID: "n3", Priority: 3}}
+	n, err := NewRing(testConfig("n3", members))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := n.(*core)
+	for c.leaderLive() { // the wait of a member that just started
+		n.Tick()
+		n.Ready()
+	}
+	c.alg.reset()
+	c.standAfter = c.now + 1000 // backing off, say after a refused pre-vote
+	if err := n.Step(Message{Type: MsgRingToken, From: "n1", To: "n3", Term: 1, Seq: 1, Initiator: "n2", Candidate: "n3", Participants: []string{"n2", "n1"}}); err != nil {
+		t.Fatal(err)
+	}
+	rd := n.Ready()
+	announced := false
+	for _, m := range rd.Messages {
+		announced = announced || m.Type == MsgHeartbeat && m.Term == 1
+	}
+	if n.Status().Role != Candidate || !announced || rd.HardState.VotedFor != "n3" {
+		t.Fatalf("role %v, announced %v, hard state %+v: want a candidate that voted for itself in term 1 and announced itself", n.Status().Role, announced, rd.HardState)
+	}
+}

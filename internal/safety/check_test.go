@@ -209,6 +209,14 @@ func TestFoundSeeds(t *testing.T) {
 		// its own rounds then skipped it (TestRingRetryAsksPreVotes: the
 		// retry's pre-vote is answered, and the answer is heard).
 		{"ring", 2, 1796431074075811228, "no leader after the faults", true, false, true, true, true},
+		// With retries asking for pre-votes, the highest member, backing off
+		// after each refused pre-vote, took every round over and dropped the
+		// win it could not claim while backing off; its voters then refused
+		// its pre-votes for the term they had voted in
+		// (TestRingBackingOffMemberClaimsDecidedRound).
+		{"ring", 4, 1796431717601307096, "no leader after the faults", true, false, true, true, true},
+		{"ring", 5, 1796431717602307120, "no leader after the faults", true, false, true, true, true},
+		{"ring", 7, 1796431717604306978, "no leader after the faults", true, false, true, true, true},
 	} {
 		t.Run(fmt.Sprintf("%s/n=%d/%d", c.alg, c.n, c.seed), func(t *testing.T) {
 			out := Run(RunConfig{N: c.n, Algorithm: c.alg, Faults: AllFaults, Seed: c.seed, Steps: *runLen, Witnesses: c.witnesses, Swarm: c.swarm, Timing: c.timing, Mixed: c.mixed, Drift: c.drift})
