@@ -198,6 +198,16 @@ func (r *ring) initiate() {
 // starts its round.
 func (r *ring) proclaim() {
 	c := r.c
+	// The members that granted its pre-votes answered within AnswerTicks:
+	// the round asks them for their votes, whatever the silence before made
+	// this member presume. A drained member whose D was longer than this
+	// member's told it that it was alive less often than its wait for it
+	// allowed; its grant counted, the round then skipped it for the mark
+	// the wait had left, and a pair stayed leaderless (the checker).
+	for id := range c.preVotes {
+		delete(r.deadAt, id)
+		c.markUp(id)
+	}
 	c.pending = nil
 	c.endPreVote()
 	if !c.mayStand() || c.termExhausted() || c.role != Follower {

@@ -594,3 +594,45 @@ func TestRingBackingOffMemberClaimsDecidedRound(t *testing.T) {
 		t.Fatalf("role %v, announced %v, hard state %+v: want a candidate that voted for itself in term 1 and announced itself", n.Status().Role, announced, rd.HardState)
 	}
 }
+
+// TestRingRoundAsksThoseWhoPreVoted: a member whose retry's pre-votes were
+// granted sends its round through the members that granted them, even one
+// it presumed dead a moment before (its wait for that member had ended on
+// silence). A drained member whose D was longer than the asker's told it
+// that it was alive less often than the asker's wait allowed; its grant
+// counted, the round then skipped it, and a pair stayed leaderless
+// (internal/safety TestFoundSeeds replays that run).
+func TestRingRoundAsksThoseWhoPreVoted(t *testing.T) {
+	members := []Member{{ID: "n1", Priority: 1}, {ID: "n2", Priority: 2}, {ID: "n3", Priority: 3}}
+	n, err := NewRing(testConfig("n1", members))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := n.(*core)
+	r := c.alg.(*ring)
+	for c.leaderLive() { // the wait of a member that just started
+		n.Tick()
+		n.Ready()
+	}
+	c.alg.reset()
+	r.failed = true  // a round of its own failed lately
+	r.markDead("n2") // and its wait for n2 ended on silence just now
+	r.markDead("n3")
+	r.initiate()
+	n.Ready()
+	if c.preVotes == nil {
+		t.Fatal("the retry did not ask for pre-votes")
+	}
+	if err := n.Step(Message{Type: MsgPreVoteReply, From: "n2", To: "n1", Term: c.hs.Term + 1, Seq: c.preVoteSq, Granted: true}); err != nil {
+		t.Fatal(err)
+	}
+	var to []string
+	for _, m := range n.Ready().Messages {
+		if m.Type == MsgRingToken {
+			to = append(to, m.To)
+		}
+	}
+	if len(to) != 1 || to[0] != "n2" {
+		t.Fatalf("round sent to %v, want n2, which granted the pre-vote", to)
+	}
+}
