@@ -644,6 +644,11 @@ func (a *adversary) quiet(limit int) (int, bool) {
 // Replay runs rc again from the recorded choices, writing every event to
 // trace; it returns what the replay found.
 func replay(rc RunConfig, choices []uint32, trace func(string)) Outcome {
+	if choices == nil {
+		// Shrink may remove every choice: a nil list would read as "not a
+		// replay", and the chooser would draw from a generator it has not.
+		choices = []uint32{}
+	}
 	c := &chooser{replay: choices}
 	return run(rc, c, trace)
 }

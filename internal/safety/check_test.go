@@ -280,3 +280,18 @@ func TestSwarmFaults(t *testing.T) {
 		t.Errorf("no allowed kind: %s", f)
 	}
 }
+
+// TestReplayOfNoChoices: Shrink may remove every choice of a failing run, and
+// the replay of none must run (every choice reads as 0) rather than draw from
+// a generator a replay does not have: a 100M-step make check-safety lost a
+// Ring failure to that panic while shrinking it.
+func TestReplayOfNoChoices(t *testing.T) {
+	rc := runConfig("ring", 3, 1)
+	rc.Steps = 200
+	for _, cs := range [][]uint32{nil, {}} {
+		out := replay(rc, cs, nil)
+		if out.Choices != 0 {
+			t.Errorf("replay of %v made %d choices, want 0", cs, out.Choices)
+		}
+	}
+}
