@@ -44,9 +44,6 @@ func (b *bully) wait(p bullyPhase, expect string, ticks int) {
 	b.phase, b.expect, b.until = p, expect, b.c.now+int64(ticks)
 }
 
-// proclaim implements algorithm: a COORDINATOR to every member.
-func (b *bully) proclaim() { b.c.proclaimCoordinator() }
-
 func (b *bully) startElection(expected string) {
 	c := b.c
 	if expected == "" {

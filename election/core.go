@@ -16,9 +16,6 @@ type algorithm interface {
 	// never had one) and may stand; expected is the member the node expects
 	// to proclaim ("" = work it out).
 	startElection(expected string)
-	// proclaim starts this node's candidacy once a quorum granted its
-	// pre-votes, or when it needs none (core.tryProclaim).
-	proclaim()
 	// deadline is the tick at which the current phase times out.
 	deadline() int64
 	// onDeadline is called when the algorithm's phase deadline passes.
@@ -1212,15 +1209,9 @@ func (c *core) highestInView() string {
 	return c.self.ID
 }
 
-// proclaim starts this node's candidacy, once a quorum pre-voted for it (or
-// none needs to): the algorithm's way (Bully: proclaimCoordinator; Ring: a
-// round).
-func (c *core) proclaim() { c.alg.proclaim() }
-
-// proclaimCoordinator makes this node a candidate for a new term: it votes
-// for itself (persisted before the request goes out) and asks every member
-// for a vote.
-func (c *core) proclaimCoordinator() {
+// proclaim makes this node a candidate for a new term: it votes for itself
+// (persisted before the request goes out) and asks every member for a vote.
+func (c *core) proclaim() {
 	c.alg.reset()
 	c.pending = nil
 	c.endPreVote()
@@ -1448,7 +1439,7 @@ func (c *core) stepResign(m Message) error {
 	c.markDown(m.From)
 	if m.Nominee == c.self.ID {
 		if c.mayStand() {
-			c.proclaimCoordinator() // a nominee proclaims in either algorithm
+			c.proclaim()
 			return nil
 		}
 		// Drained, and nominated by a leader that did not know it: decline,

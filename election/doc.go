@@ -129,14 +129,9 @@
 // handles it when it stops hearing the leader (missed heartbeats, the bus
 // reporting the leader gone, a resignation), if that happens within
 // AnswerTicks. So a round that gathers a quorum means that a quorum does not
-// hear a leader: the first round after a leader's silence is its own
-// pre-vote. A member one of whose rounds failed (or a round it voted in)
-// since it last heard a leader asks every member for pre-votes before its
-// next round, as a Bully candidate does: a minority's retries do not raise
-// its voters' terms, and the request tells every
-// member that the asker is alive (a member whose rounds die at a member
-// backing a higher candidate is otherwise heard by no one, and rounds that
-// need its vote pass it over).
+// hear a leader: the round is its own pre-vote. A minority never stands, and
+// its retries do not inflate terms: a retry reuses its round's term, in
+// which its voters already voted for the same candidate.
 //
 // # Ring: why it is safe
 //

@@ -30,7 +30,7 @@ const (
 	ringAwait               // waiting for the expected member's round (or its heartbeat)
 	ringCandidate           // the candidate of a round, waiting for it to come back decided
 	ringVoted               // voted for another member's candidacy, waiting for its heartbeat
-	ringWon                 // a decided round came back while a leader was heard
+	ringWon                 // a decided round came back while a leader was heard or we backed off
 )
 
 // ringRound identifies one round: its initiator and the initiator's counter.
@@ -84,11 +84,6 @@ type ring struct {
 	pending   *ringToken
 	pendingAt int64
 
-	// failed: a round this member stood or voted in ended without a leader
-	// since it last heard one (or stood). Its next round then waits for a
-	// quorum's pre-votes, as a Bully candidacy does: see initiate.
-	failed bool
-
 	seq    uint64            // the last round this member initiated
 	seen   map[ringKey]int64 // visits this member handled -> tick, to drop duplicates
 	deadAt map[string]int64  // member -> tick a hop to it or a wait for it timed out
@@ -120,7 +115,7 @@ func (r *ring) deadline() int64 {
 }
 
 func (r *ring) reset() {
-	r.phase, r.expect, r.champ, r.hops, r.pending, r.failed = ringIdle, "", "", nil, nil, false
+	r.phase, r.expect, r.champ, r.hops, r.pending = ringIdle, "", "", nil, nil
 }
 
 func (r *ring) setPhase(p ringPhase, until int64) { r.phase, r.until = p, until }
@@ -135,7 +130,6 @@ func (r *ring) startElection(expected string) {
 		return
 	}
 	r.champ, r.expect = "", expected
-	c.endPreVote() // a pre-vote of its own round, if any: it waits for expected's now
 	if !c.mayStand() {
 		// Drained: the others may expect this member to start the round
 		// (they do not know it is drained). Tell every member that it is
@@ -172,53 +166,6 @@ func (r *ring) initiate() {
 		r.phase, r.champ, r.expect = ringIdle, "", ""
 		return
 	}
-	if r.failed && !c.goneConfirmed() && !c.quorum.Reached(1) {
-		// A round of this member, or one it voted in, failed since it last
-		// heard a leader: it asks for pre-votes before it starts another
-		// (core.startPreVote; the round starts in proclaim once a quorum
-		// granted). The first round after a leader's silence is its own
-		// pre-vote, but a member that cannot reach a quorum (cut off with a
-		// minority, or not heard by a member the quorum needs) would
-		// otherwise raise the terms of the members it reaches with every
-		// retry; the request, sent to every member, also tells them that it
-		// is alive, so a member whose rounds die at a member backing a
-		// higher candidate is no longer passed over for its silence (the
-		// checker: a Ring of seven with quorum 7 leaderless with every
-		// member up).
-		r.phase, r.champ, r.expect = ringIdle, "", ""
-		if c.preVotes == nil {
-			c.startPreVote()
-		}
-		return
-	}
-	r.startRound()
-}
-
-// proclaim implements algorithm: a quorum pre-voted for this member, which
-// starts its round.
-func (r *ring) proclaim() {
-	c := r.c
-	// The members that granted its pre-votes answered within AnswerTicks:
-	// the round asks them for their votes, whatever the silence before made
-	// this member presume. A drained member whose D was longer than this
-	// member's told it that it was alive less often than its wait for it
-	// allowed; its grant counted, the round then skipped it for the mark
-	// the wait had left, and a pair stayed leaderless (the checker).
-	for id := range c.preVotes {
-		delete(r.deadAt, id)
-		c.markUp(id)
-	}
-	c.pending = nil
-	c.endPreVote()
-	if !c.mayStand() || c.termExhausted() || c.role != Follower {
-		return
-	}
-	r.startRound()
-}
-
-// startRound starts a round with this member as initiator and candidate.
-func (r *ring) startRound() {
-	c := r.c
 	r.seq++
 	tok := ringToken{ringRound: ringRound{c.self.ID, r.seq}, term: c.hs.Term + 1, cand: c.self.ID}
 	r.candidate(tok)
@@ -227,7 +174,6 @@ func (r *ring) startRound() {
 
 // candidate makes this member the candidate of tok's round.
 func (r *ring) candidate(tok ringToken) {
-	r.c.endPreVote()
 	r.remember(tok.key())
 	r.champ, r.expect, r.round = r.c.self.ID, "", tok.ringRound
 	r.setPhase(ringCandidate, r.c.now+r.roundTicks())
@@ -359,19 +305,12 @@ func (r *ring) win(tok ringToken) {
 	if c.role != Follower {
 		return
 	}
-	if !c.leaderLive() {
-		// Also while this member backs off: the backoff damps starting
-		// rounds, and a quorum that voted for this member, hearing no
-		// leader, has elected it already. Held until the backoff ended,
-		// such a win was mostly dropped (held AnswerTicks at most), and its
-		// voters, now in the round's term, refused this member's next
-		// pre-votes for it, which backed it off again: the highest member
-		// took every round over and dropped each (the checker: Rings of
-		// four, five and seven leaderless with every member up).
+	if !c.leaderLive() && c.now >= c.standAfter {
 		r.claim(tok)
 		return
 	}
-	// A leader is still heard: win as soon as that ends, if it ends soon.
+	// A leader is still heard, or this member is backing off: win as soon
+	// as that ends, if it ends soon.
 	r.champ, r.expect, r.won = c.self.ID, "", tok
 	r.wonEnd = c.now + int64(c.cfg.AnswerTicks)
 	r.setPhase(ringWon, c.now+1)
@@ -396,7 +335,7 @@ func (r *ring) claim(tok ringToken) {
 
 func (r *ring) roundFailed() {
 	c := r.c
-	r.phase, r.champ, r.failed = ringIdle, "", true
+	r.phase, r.champ = ringIdle, ""
 	c.standAfter = max(c.standAfter, c.now+int64(c.backoffTicks()))
 }
 
@@ -429,7 +368,7 @@ func (r *ring) onDeadline() {
 	}
 	if r.phase == ringWon {
 		switch {
-		case !c.leaderLive():
+		case !c.leaderLive() && c.now >= c.standAfter:
 			r.claim(r.won)
 		case c.now >= r.wonEnd:
 			r.phase, r.champ = ringIdle, ""
@@ -464,7 +403,7 @@ func (r *ring) onDeadline() {
 	case ringVoted:
 		// The candidate we voted for never announced itself. Back off, then
 		// start over (tickFollower calls startElection).
-		r.phase, r.champ, r.failed = ringIdle, "", true
+		r.phase, r.champ = ringIdle, ""
 		c.standAfter = max(c.standAfter, c.now+int64(c.backoffTicks()))
 	}
 }
@@ -680,7 +619,6 @@ func (r *ring) handle(tok ringToken) bool {
 	}
 	r.hops = keep
 	r.champ, r.expect = tok.cand, ""
-	c.endPreVote()
 	r.setPhase(ringVoted, c.now+r.roundTicks())
 	tok.voters = append(tok.voters, self)
 	r.route(tok, map[string]bool{})
