@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edge-agent/edge-agent/agent/wire"
@@ -80,7 +81,8 @@ func (n *MemNetwork) Join(id string) *MemTransport {
 	if old := n.nodes[id]; old != nil {
 		old.closeLocked()
 	}
-	t := &MemTransport{net: n, id: id, inbox: make(chan election.Message, MemInboxSize), tick: memTick}
+	t := &MemTransport{net: n, id: id, inbox: make(chan election.Message, MemInboxSize)}
+	t.tick.Store(int64(memTick))
 	n.nodes[id] = t
 	n.conns[id]++ // a new connection
 	return t
@@ -179,8 +181,8 @@ type MemTransport struct {
 	closed  bool     // guarded by net.mu
 	reports *Mailbox // with ReportDisconnects: the bus's mailbox (guarded by net.mu)
 	// tick is the member's election tick, in which it sends and reads
-	// promises (guarded by net.mu; memTick until its agent sets it).
-	tick time.Duration
+	// promises (memTick until its agent sets it).
+	tick atomic.Int64
 }
 
 var _ Transport = (*MemTransport)(nil)
@@ -198,11 +200,7 @@ func (t *MemTransport) Send(m election.Message) error {
 		return fmt.Errorf("agent: send: from %q is not this member %q", m.From, t.id)
 	}
 	// Every member of the in-memory network runs this build.
-	n := t.net
-	n.mu.Lock()
-	tick := t.tickLocked()
-	n.mu.Unlock()
-	data, err := wire.EncodeTimed(memGroup, tick, m, 0, 0, wire.ProtocolMax)
+	data, err := wire.EncodeTimed(memGroup, time.Duration(t.tick.Load()), m, 0, 0, wire.ProtocolMax)
 	if err != nil {
 		return fmt.Errorf("agent: send: %w", err)
 	}
@@ -217,6 +215,7 @@ func (t *MemTransport) Send(m election.Message) error {
 		return fmt.Errorf("agent: send: %w", err)
 	}
 
+	n := t.net
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if t.closed {
@@ -243,7 +242,7 @@ func (n *MemNetwork) deliverLocked(from string, to *MemTransport, m election.Mes
 	}
 	if m.Promise > 0 {
 		// Milliseconds, read in the receiver's ticks as wire.Decode does.
-		m.Promise = max(1, int(time.Duration(m.Promise)*time.Millisecond/to.tickLocked()))
+		m.Promise = max(1, int(time.Duration(m.Promise)*time.Millisecond/time.Duration(to.tick.Load())))
 	}
 	select {
 	case to.inbox <- m:
@@ -255,14 +254,10 @@ func (n *MemNetwork) deliverLocked(from string, to *MemTransport, m election.Mes
 // setTick makes tick the member's election tick, in which it sends and
 // reads promises (its agent's Config.Tick, set by the agent's bus).
 func (t *MemTransport) setTick(tick time.Duration) {
-	t.net.mu.Lock()
-	defer t.net.mu.Unlock()
 	if tick > 0 {
-		t.tick = tick
+		t.tick.Store(int64(tick))
 	}
 }
-
-func (t *MemTransport) tickLocked() time.Duration { return t.tick }
 
 // ConnID names the transport's connection while it is up, with
 // ReportDisconnects ("" otherwise): a leader's heartbeats announce it.

@@ -279,7 +279,7 @@ func (o Outcome) Failed() bool { return o.Violation != "" || o.Liveness != "" }
 // chooser is the adversary's source of choices. Recorded, a run can be
 // replayed exactly; replayed from an edited list, it can be shrunk.
 type chooser struct {
-	rng    *rand.Rand
+	rng    *rand.Rand // nil: a replay
 	rec    []uint32
 	replay []uint32
 	pos    int
@@ -287,7 +287,7 @@ type chooser struct {
 }
 
 func (c *chooser) next() uint32 {
-	if c.replay != nil {
+	if c.rng == nil { // a replay, of as many choices as were kept (maybe none)
 		if c.pos >= len(c.replay) {
 			c.done = true
 			return 0
@@ -644,11 +644,6 @@ func (a *adversary) quiet(limit int) (int, bool) {
 // Replay runs rc again from the recorded choices, writing every event to
 // trace; it returns what the replay found.
 func replay(rc RunConfig, choices []uint32, trace func(string)) Outcome {
-	if choices == nil {
-		// Shrink may remove every choice: a nil list would read as "not a
-		// replay", and the chooser would draw from a generator it has not.
-		choices = []uint32{}
-	}
 	c := &chooser{replay: choices}
 	return run(rc, c, trace)
 }
