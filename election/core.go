@@ -434,7 +434,7 @@ func (c *core) deadlines() (d [numTimers]int64) {
 			d[tSuspect] = c.lastLeaderContact + int64(c.cfg.ElectionTicks)
 		}
 		if !c.mayStand() && !c.leaderLive() && c.alg.announcesAlive() {
-			d[tAlive] = c.aliveAt + max(1, int64(c.cfg.ElectionTicks)/2)
+			d[tAlive] = c.aliveAt + h
 		}
 		switch {
 		case c.leaderLive():
@@ -1571,11 +1571,16 @@ func (c *core) endPreVote() { c.preVotes = nil }
 // them it is alive. Ring members pass over a member unheard for D when they
 // wait for a round or route a token (ring.presumedDead), so a member that
 // only votes must be heard from within every D of theirs: it tells them
-// every D/2 of its own (a period of D by its clock against a window of D by
-// theirs let a late announcement cost a round), on its own deadline rather
-// than its election's, which a vote and the backoff after it kept from
-// coming for up to three D while the others needed its vote (the checker: a
-// Ring of three with quorum 3, leaderless with every member up).
+// every H (a period of D by its clock against a window of D by theirs let a
+// late announcement cost a round), on its own deadline rather than its
+// election's, which a vote and the backoff after it kept from coming for up
+// to three D while the others needed its vote (the checker: a Ring of three
+// with quorum 3, leaderless with every member up). Every H, not every D/2
+// of its own: members' D may differ, and H is below half of any member's D
+// (L > H and L + H < D). With D/2 a drained member whose D was 80 ticks
+// told one whose D was 30 only every 40; that member stood in step with it,
+// each time 33 ticks after the last word, skipped it, and failed for ever
+// (the checker: a Ring of two, quorum 2).
 func (c *core) tellAlive() {
 	c.aliveAt = c.now
 	for _, m := range c.members {

@@ -180,7 +180,7 @@ func TestDrainedMembersAboveCandidateAllVote(t *testing.T) {
 // other member in the same state the site stays leaderless (the checker
 // found that with n=3, two members drained).
 func TestRingDrainedMemberWithStaleViewStillAnnouncesItself(t *testing.T) {
-	n, c, cfg := drainedRingTop(t)
+	n, c, cfg := drainedRingTop(t, 0)
 	c.peerDrained["n1"], c.peerDrained["n2"] = true, true // stale: n1 was undrained since
 	told := map[string]bool{}
 	for range 3 * cfg.ElectionTicks {
@@ -206,7 +206,7 @@ func TestRingDrainedMemberWithStaleViewStillAnnouncesItself(t *testing.T) {
 // check-safety: Ring, four members, two drained, leaderless 400 ticks after
 // the faults; internal/safety TestFoundSeeds replays that run).
 func TestRingDrainedMemberTellsMembersItPresumesDead(t *testing.T) {
-	n, c, cfg := drainedRingTop(t)
+	n, c, cfg := drainedRingTop(t, 0)
 	r := c.alg.(*ring)
 	r.markDead("n1") // a wait for n1's round timed out just now
 	if !r.presumedDead("n1") {
@@ -232,16 +232,24 @@ func TestRingDrainedMemberTellsMembersItPresumesDead(t *testing.T) {
 }
 
 // TestRingDrainedMemberTellsAliveWhileItVotes: a drained Ring member
-// without a leader tells the others it is alive every D/2, on a deadline of
+// without a leader tells the others it is alive every H, on a deadline of
 // its own, also while it votes in the rounds of others. Its announcements
 // used to come with its own election's steps, which a vote (and the
 // backoff after the round it voted in) put off for up to three D; a member
 // that did not hear it within D sent its token past it, and a Ring of three
 // with quorum 3 stayed leaderless with every member up (make check-safety,
 // with other timings; internal/safety TestFoundSeeds replays that run).
+//
+// Every H, not every D/2 of its own (members' D may differ; here the
+// drained member's is 80 ticks, the others' 30): n2 of a Ring of two,
+// drained with D = 80, told n1, whose D is 30, every 40 ticks by a clock
+// that ran 3% slow; n1, its backoff at 40 ticks, stood each time 33 ticks
+// after the last word, presumed n2 dead, sent its token past it and failed,
+// in step with n2's announcements for ever (make check-safety;
+// TestFoundSeeds replays two such runs).
 func TestRingDrainedMemberTellsAliveWhileItVotes(t *testing.T) {
-	n, _, cfg := drainedRingTop(t)
-	period := cfg.ElectionTicks / 2
+	n, _, cfg := drainedRingTop(t, 80)
+	period := cfg.HeartbeatTicks
 	last, seq := -1, uint64(0)
 	for i := range 8 * cfg.ElectionTicks {
 		if i%7 == 3 {
@@ -258,17 +266,21 @@ func TestRingDrainedMemberTellsAliveWhileItVotes(t *testing.T) {
 			}
 		}
 		if i >= cfg.ElectionTicks+period && i-last > period {
-			t.Fatalf("tick %d: the drained member last told n1 it is alive at tick %d, more than D/2 (%d ticks) ago", i, last, period)
+			t.Fatalf("tick %d: the drained member last told n1 it is alive at tick %d, more than H (%d ticks) ago", i, last, period)
 		}
 	}
 }
 
-// drainedRingTop returns n3 of a Ring of three, drained.
-func drainedRingTop(t *testing.T) (Node, *core, Config) {
+// drainedRingTop returns n3 of a Ring of three, drained, with a D of d
+// ticks (0: the others' D).
+func drainedRingTop(t *testing.T, d int) (Node, *core, Config) {
 	t.Helper()
 	members := []Member{{ID: "n1", Priority: 1}, {ID: "n2", Priority: 2}, {ID: "n3", Priority: 3}}
 	cfg := testConfig("n3", members)
 	cfg.Drained = true
+	if d != 0 {
+		cfg.ElectionTicks = d
+	}
 	n, err := NewRing(cfg)
 	if err != nil {
 		t.Fatal(err)

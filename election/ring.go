@@ -135,7 +135,7 @@ func (r *ring) startElection(expected string) {
 		// (they do not know it is drained). Tell every member that it is
 		// alive (its unasked pre-vote), so that the round one of them
 		// starts once its wait for this member ends passes through it for
-		// its vote rather than skipping it. It does so now and every D/2
+		// its vote rather than skipping it. It does so now and every H
 		// while no leader is heard (core.tellAlive), also when it expects
 		// no one: what it knows of
 		// the others being drained may be stale (learned as leader, before
