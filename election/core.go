@@ -1483,10 +1483,17 @@ func (c *core) settleCandidacy() {
 // what it kept back meanwhile. Only that vote is freed: a WITHDRAW says
 // nothing of any other member's leadership or lease.
 func (c *core) stepWithdraw(m Message) error {
-	if c.role != Follower || c.released || m.From != c.backed || m.Term != c.backedTerm || c.leader == m.From {
-		return nil // not held by that candidacy, or it led (then it never withdraws)
+	if c.role != Follower || c.released || m.From != c.backed || m.Term != c.backedTerm {
+		return nil // not held by that candidacy
 	}
+	// Also when this member took the candidate's announcement for a
+	// leader's heartbeat: a candidate that announced and was then overtaken
+	// by a higher term before a quorum acknowledged it never led in that
+	// term, and never will (it withdraws only from a term it did not lead).
 	c.released = true
+	if c.leader == m.From {
+		c.setLeader("")
+	}
 	if c.votePending() {
 		return nil
 	}
