@@ -212,6 +212,9 @@ func TestFoundSeeds(t *testing.T) {
 		// the next winner: every 59 ticks for ever (election
 		// TestWithdrawFreesMemberThatTookAnnouncementForLeader).
 		{"ring", 5, 1796433496225374437, "no leader after the faults", true, true, true, true, true},
+		// The same, with one timing for all (faults delay, crash, route):
+		// three members kept backing a candidate that had withdrawn.
+		{"ring", 5, 1796447043189809595, "no leader 400 ticks after the faults", true, true, true, true, true},
 	} {
 		t.Run(fmt.Sprintf("%s/n=%d/%d", c.alg, c.n, c.seed), func(t *testing.T) {
 			out := Run(RunConfig{N: c.n, Algorithm: c.alg, Faults: AllFaults, Seed: c.seed, Steps: *runLen, Witnesses: c.witnesses, Swarm: c.swarm, Timing: c.timing, Mixed: c.mixed, Drift: c.drift})
