@@ -95,7 +95,9 @@
 // acknowledge within RingHopTicks is skipped, then the next, and so on.
 // Members presumed dead (the suspected leader, members the leader's last
 // heartbeat left out of its live view, a successor that failed to
-// acknowledge lately) are skipped without waiting.
+// acknowledge lately) are skipped without waiting, unless the quorum is
+// the whole group: then the round cannot win without them, and tries each
+// for a hop (see ring.next).
 //
 //   - The initiator is the round's first candidate; the round's term is one
 //     above the initiator's. It sends the token to its successor.

@@ -228,9 +228,27 @@ func (r *ring) highestAlive() string {
 // the search reaches it first (it does for every holder but the candidate).
 // circle is true when the search reaches a voter, or this member, first:
 // the token has been all the way round.
+//
+// Where the quorum is the whole group, a member presumed dead is not
+// skipped: a round cannot win without its vote, so the token tries it for
+// a hop (failed then skips it for the rest of the round). Presumed dead is
+// a guess from silence (a wait for its round that ended, a view that
+// lapsed), and the checker found sites of two, five and seven members with
+// quorums of all of them where a member's own rounds died at a higher
+// candidate's voters, the members below marked it dead each time their
+// wait for it ended, and every round passed it over while it was up: no
+// leader for ever. Trying it can raise the terms of the members that vote
+// in a round that fails, which elsewhere lets a cut-off minority depose a
+// healthy leader when the cut heals; with a quorum of every member there
+// is no leader while any member goes unheard (its lease needs every
+// member's acknowledgements), so there is none to depose. Where the
+// quorum is smaller, skipping stays: a round among members cut off from a
+// leading majority must fail without raising their terms
+// (TestHealWithHeldMessagesGivesOneLeaderSoon).
 func (r *ring) next(tok ringToken, failed map[string]bool) (next string, circle bool) {
 	c := r.c
 	n := len(r.order)
+	everyVote := !c.quorum.Reached(n - 1)
 	for k := 1; k < n; k++ {
 		id := r.order[(r.pos[c.self.ID]+k)%n]
 		if id == tok.cand {
@@ -239,7 +257,7 @@ func (r *ring) next(tok ringToken, failed map[string]bool) (next string, circle 
 		if contains(tok.voters, id) {
 			return "", true
 		}
-		if failed[id] || r.presumedDead(id) {
+		if failed[id] || !everyVote && r.presumedDead(id) {
 			continue
 		}
 		return id, false

@@ -496,3 +496,43 @@ func TestRingDeliveriesPerElection(t *testing.T) {
 		t.Logf("%5d %6d %15d %13d %14d", r.n, 3*r.n, r.one, r.all, r.allInit)
 	}
 }
+
+// TestRingRoundTriesPresumedDeadWhenEveryVoteCounts: where the quorum is the
+// whole group, a round sends its token to a member it presumes dead (from
+// silence) rather than past it: it cannot win without that member's vote.
+// Skipped, a member whose own rounds died at a higher candidate's voters
+// was passed over by every round while it was up, and sites of two, five
+// and seven members with quorums of all of them stayed leaderless (make
+// check-safety; internal/safety TestFoundSeeds replays those runs). Where
+// the quorum is a majority, the round still skips it.
+func TestRingRoundTriesPresumedDeadWhenEveryVoteCounts(t *testing.T) {
+	for _, tc := range []struct {
+		quorum int
+		want   string // the first hop of n3's round
+	}{{3, "n1"}, {2, ""}} {
+		t.Run(fmt.Sprintf("quorum=%d", tc.quorum), func(t *testing.T) {
+			members := []Member{{ID: "n1", Priority: 1}, {ID: "n2", Priority: 2}, {ID: "n3", Priority: 3}}
+			cfg := testConfig("n3", members)
+			cfg.Quorum = tc.quorum
+			n, err := NewRing(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := n.(*core)
+			r := c.alg.(*ring)
+			n.Ready()
+			r.markDead("n1") // waits for their rounds ended unanswered
+			r.markDead("n2")
+			r.initiate()
+			got := ""
+			for _, m := range n.Ready().Messages {
+				if m.Type == MsgRingToken {
+					got = m.To
+				}
+			}
+			if got != tc.want {
+				t.Fatalf("the round's first hop went to %q, want %q (\"\": none, both skipped)", got, tc.want)
+			}
+		})
+	}
+}

@@ -215,6 +215,12 @@ func TestFoundSeeds(t *testing.T) {
 		// The same, with one timing for all (faults delay, crash, route):
 		// three members kept backing a candidate that had withdrawn.
 		{"ring", 5, 1796447043189809595, "no leader 400 ticks after the faults", true, true, true, true, true},
+		// Quorums of every member: a member whose own rounds died at a
+		// higher candidate's voters was marked dead by the members below
+		// when their waits for it ended, and every round passed it over
+		// while it was up (election TestRingRoundTriesPresumedDeadWhenEveryVoteCounts).
+		{"ring", 7, 1796414052463188429, "no leader after the faults", true, true, true, true, true},
+		{"ring", 5, 1796447608688341056, "no leader after the faults", true, false, true, true, true},
 	} {
 		t.Run(fmt.Sprintf("%s/n=%d/%d", c.alg, c.n, c.seed), func(t *testing.T) {
 			out := Run(RunConfig{N: c.n, Algorithm: c.alg, Faults: AllFaults, Seed: c.seed, Steps: *runLen, Witnesses: c.witnesses, Swarm: c.swarm, Timing: c.timing, Mixed: c.mixed, Drift: c.drift})
