@@ -279,6 +279,7 @@ func (c *core) back(id string, term uint64, conn string) {
 	c.backed, c.backedTerm, c.backedConn = id, term, conn
 	c.released = false
 	c.nominee = ""
+	c.endPreVote() // stickiness: it may not stand for D now, whatever pre-votes come
 }
 
 // releases reports whether a RESIGN from id in term releases this member's
@@ -1302,6 +1303,9 @@ func (c *core) stepCoordinator(m Message) error {
 		// A repeated request of the candidate this member voted for: the
 		// same vote again (its first answer may have been lost), and the
 		// same backing: the candidate may count this vote for its lease.
+		// What this member started while released (its own election, a
+		// pre-vote) ends with it, as on the first vote.
+		c.alg.reset()
 		c.back(m.From, m.Term, "")
 		c.send(Message{Type: MsgVote, To: m.From, Term: m.Term, Seq: m.Seq, Granted: true})
 		return nil
