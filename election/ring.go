@@ -233,7 +233,7 @@ func (r *ring) highestAlive() string {
 // skipped: a round cannot win without its vote, so the token tries it for
 // a hop (failed then skips it for the rest of the round). Presumed dead is
 // a guess from silence (a wait for its round that ended, a view that
-// lapsed), and the checker found sites of two, five and seven members with
+// lapsed), and the checker found sites of five and seven members with
 // quorums of all of them where a member's own rounds died at a higher
 // candidate's voters, the members below marked it dead each time their
 // wait for it ended, and every round passed it over while it was up: no

@@ -501,7 +501,7 @@ func TestRingDeliveriesPerElection(t *testing.T) {
 // whole group, a round sends its token to a member it presumes dead (from
 // silence) rather than past it: it cannot win without that member's vote.
 // Skipped, a member whose own rounds died at a higher candidate's voters
-// was passed over by every round while it was up, and sites of two, five
+// was passed over by every round while it was up, and sites of five
 // and seven members with quorums of all of them stayed leaderless (make
 // check-safety; internal/safety TestFoundSeeds replays those runs). Where
 // the quorum is a majority, the round still skips it.
