@@ -1149,7 +1149,6 @@ func (c *core) stepHeartbeat(m Message) error {
 	}
 	c.alg.reset()
 	c.pending = nil
-	c.endPreVote()
 	c.goneAt = neverTick
 	clear(c.pendingPre)
 	clear(c.earlyPre)
@@ -1367,7 +1366,6 @@ func (c *core) stepCoordinator(m Message) error {
 		c.votes, c.refusals = nil, nil
 	}
 	c.alg.reset()
-	c.endPreVote()
 	c.hs.VotedFor = m.From
 	c.hsChanged = true
 	c.back(m.From, m.Term, "")
