@@ -64,7 +64,8 @@ func checkCase(t *testing.T, alg string, n int, first uint64) {
 		out, choices := Record(rc)
 		if out.Failed() {
 			short, trace := Shrink(rc, choices, out, *shrinkFor)
-			t.Fatalf("seed %d: %s%s\nshrunk from %d to %d choices; trace:\n%s", rc.Seed, out.Violation, out.Liveness, len(choices), len(short), strings.Join(trace, "\n"))
+			t.Fatalf("seed %d (n=%d %s, faults %s): %s%s\nshrunk from %d to %d choices; trace:\n%s",
+				rc.Seed, n, alg, rc.faults(), out.Violation, out.Liveness, len(choices), len(short), strings.Join(trace, "\n"))
 		}
 		t.Logf("seed %d (faults %s): %d steps, %d quiet periods, longest wait %d ticks", rc.Seed, rc.faults(), out.Steps, out.Quiet, out.Worst)
 		return
