@@ -1298,12 +1298,20 @@ func (c *core) stepCoordinator(m Message) error {
 		return nil
 	}
 	c.markUp(m.From)
-	if m.Term == c.hs.Term && c.hs.VotedFor == m.From && c.role == Follower {
+	if m.Term == c.hs.Term && c.hs.VotedFor == m.From && c.role == Follower && (c.backed == m.From || !c.leaderLive()) {
 		// A repeated request of the candidate this member voted for: the
 		// same vote again (its first answer may have been lost), and the
 		// same backing: the candidate may count this vote for its lease.
 		// What this member started while released (its own election, a
-		// pre-vote) ends with it, as on the first vote.
+		// pre-vote) ends with it, as on the first vote. Only while it backs
+		// that candidate or no live leader: another member may have won the
+		// term without this vote, and this member may have acknowledged
+		// that winner's heartbeats since, which its lease counts. A late
+		// repeat (or a duplicate) of the losing candidacy backed the loser
+		// instead, whose next-term request or WITHDRAW then freed the
+		// member at once, and the loser led the next term within the
+		// winner's lease (docs/DESIGN-NOTES.md, invariant 4). Such a
+		// repeat falls through to stickiness below: kept, not granted.
 		c.alg.reset()
 		c.back(m.From, m.Term, "")
 		c.send(Message{Type: MsgVote, To: m.From, Term: m.Term, Seq: m.Seq, Granted: true})

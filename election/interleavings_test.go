@@ -422,3 +422,127 @@ func TestStaleNominationDoesNotSilenceDrainedMember(t *testing.T) {
 		})
 	}
 }
+
+// 13. (found by a review, not by the checker) A repeat of a losing
+// candidacy took a member from the term's winner. n4's answer timeout is 2H,
+// so it repeats its COORDINATOR of term 1 while its votes are not in; n1
+// voted for its first request. n5 (started late) wins term 1 with the votes
+// of n2 and n3, and n1 acknowledges n5's heartbeats, which n5's lease
+// counts. n4's repeat then reaches n1: granted again as a repeat, it made n1
+// back n4 instead of n5, n1 granted n4's next-term pre-vote and vote at once
+// (the member it backs asking for a later term), n3 added its vote once D
+// had passed since its own vote for n5, and n4 led term 2 while n5's lease
+// of term 1 still counted n1's acknowledgement ("n4 and n5 both hold a valid
+// lease"). Now a repeat is granted again only while the member backs that
+// candidate or no live leader.
+func TestLateRepeatOfLosingCandidacyGivesNoSecondLease(t *testing.T) {
+	const restart5 = 135 // n5 starts late: it stands at 165 and asks at 170
+	w := site(t, 5, "bully", func(c *election.Config) { c.AnswerTicks = 20 }, false)
+	for _, p := range [][2]string{{"n4", "n5"}, {"n1", "n2"}, {"n1", "n3"}} {
+		w.Cut(p[0], p[1])
+		w.Cut(p[1], p[0])
+	}
+	w.Crash("n5")
+	// n4's first COORDINATOR of term 1 reaches n1 only; its repeats are held.
+	hold := func(f *safety.Msg) bool {
+		return f.M.Type == election.MsgCoordinator && f.M.From == "n4" && f.M.Term == 1 && (f.To != "n1" || f.M.Seq != 1)
+	}
+	until(t, w, 100, "n1's vote for n4 in term 1", hold, func() bool { return w.Status("n1").Term == 1 })
+	until(t, w, 30, "n4 repeats its COORDINATOR", hold, func() bool {
+		return len(w.Find(election.MsgCoordinator, "n4", "n1", 1)) > 0
+	})
+	repeat := mustBeOne(t, w.Find(election.MsgCoordinator, "n4", "n1", 1), "n4's repeat to n1")
+	// From now on n4 hears nothing and is heard by no one (its repeat to n1
+	// stays in the network) until the repeat is delivered.
+	for _, o := range []string{"n1", "n2", "n3"} {
+		w.Cut("n4", o)
+		w.Cut(o, "n4")
+	}
+	w.DropAll(func(f *safety.Msg) bool { return f != repeat && (f.M.From == "n4" || f.To == "n4") })
+	hold = func(f *safety.Msg) bool { return f == repeat }
+	run(w, restart5-int(w.Now/safety.TickUnits), hold)
+	w.Restart("n5")
+	// n5 stands in term 1 on the pre-votes of n2 and n3; n1's refusal of
+	// its pre-vote and n5's COORDINATOR to n1 are lost.
+	hold5 := func(f *safety.Msg) bool {
+		return hold(f) || (f.M.From == "n1" && f.To == "n5" && f.M.Type == election.MsgPreVoteReply) ||
+			(f.M.From == "n5" && f.To == "n1" && f.M.Type == election.MsgCoordinator)
+	}
+	until(t, w, 60, "n5 leads term 1", hold5, func() bool { return w.Role("n5") == election.Leader })
+	if w.Term("n5") != 1 {
+		t.Fatalf("n5 leads term %d, want 1", w.Term("n5"))
+	}
+	won := w.Now
+	w.DropAll(func(f *safety.Msg) bool { return hold5(f) && f != repeat })
+	w.Cut("n5", "n3") // n3 backs n5 from its vote only
+	until(t, w, 25, "n1's acknowledgement of n5's heartbeat sent 2H after the win", hold, func() bool {
+		return w.Now >= won+20*safety.TickUnits && len(w.Find(election.MsgHeartbeat, "n5", "n1", 1)) == 0
+	})
+	w.Cut("n5", "n1") // n5's later heartbeats do not reach n1
+	if !w.HasLease("n5") {
+		t.Fatalf("n5 holds no lease when the repeat arrives: the test no longer covers the race: %s", w.Describe())
+	}
+	for _, o := range []string{"n1", "n2", "n3"} {
+		w.HealLink("n4", o)
+		w.HealLink(o, "n4")
+	}
+	w.Deliver(repeat, false)
+	if l := w.Status("n1").Leader; l != "n5" {
+		t.Fatalf("after n4's late repeat n1 names %q its leader, want n5", l)
+	}
+	// The world fails the test if n4 (or anyone) holds a lease beside n5's.
+	run(w, 40, nil)
+}
+
+// 14. The same with a network duplicate of n4's first COORDINATOR, at the
+// default timing: n4 crashed after it, and restarted, asks for term 2.
+func TestDuplicateOfLosingCandidacyGivesNoSecondLease(t *testing.T) {
+	w := site(t, 5, "bully", nil, false)
+	for _, p := range [][2]string{{"n4", "n5"}, {"n1", "n2"}, {"n1", "n3"}} {
+		w.Cut(p[0], p[1])
+		w.Cut(p[1], p[0])
+	}
+	w.Crash("n5")
+	var dup *safety.Msg
+	hold := func(f *safety.Msg) bool {
+		// n4's COORDINATOR reaches only n1, and its copy waits.
+		return f == dup || (f.M.Type == election.MsgCoordinator && f.M.From == "n4" && f.M.Term == 1)
+	}
+	until(t, w, 100, "n4 proclaims term 1", hold, func() bool {
+		return len(w.Find(election.MsgCoordinator, "n4", "n1", 1)) > 0
+	})
+	c4 := mustBeOne(t, w.Find(election.MsgCoordinator, "n4", "n1", 1), "n4's COORDINATOR to n1")
+	w.Deliver(c4, true) // n1 votes for n4 in term 1; a copy stays in the network
+	dup = c4
+	w.DropAll(func(f *safety.Msg) bool { return f != dup && f.M.From == "n4" && f.M.Type == election.MsgCoordinator })
+	w.Crash("n4") // its candidacy cannot win
+	run(w, 48, hold)
+	w.Restart("n5")
+	run(w, 7, hold)
+	w.Restart("n4")
+	// n5 stands in term 1 (pre-votes of n2 and n3); n1's refusal of its
+	// pre-vote is lost.
+	hold5 := func(f *safety.Msg) bool {
+		return hold(f) || (f.M.From == "n1" && f.To == "n5" && f.M.Type == election.MsgPreVoteReply)
+	}
+	until(t, w, 40, "n5 leads term 1", hold5, func() bool { return w.Role("n5") == election.Leader })
+	if w.Term("n5") != 1 {
+		t.Fatalf("n5 leads term %d, want 1", w.Term("n5"))
+	}
+	won := w.Now
+	w.DropAll(func(f *safety.Msg) bool { return f.M.Type == election.MsgCoordinator && f.M.From == "n5" })
+	w.Cut("n5", "n3") // n3 hears no more of n5 after its vote
+	until(t, w, 25, "n1's acknowledgement of n5's heartbeat sent 2H after the win", hold, func() bool {
+		return w.Now >= won+20*safety.TickUnits && len(w.Find(election.MsgHeartbeat, "n5", "n1", 1)) == 0
+	})
+	w.Cut("n5", "n1")
+	if !w.HasLease("n5") {
+		t.Fatalf("n5 holds no lease when the duplicate arrives: the test no longer covers the race: %s", w.Describe())
+	}
+	w.Deliver(dup, false)
+	dup = nil
+	if l := w.Status("n1").Leader; l != "n5" {
+		t.Fatalf("after the duplicate of n4's COORDINATOR n1 names %q its leader, want n5", l)
+	}
+	run(w, 40, nil)
+}

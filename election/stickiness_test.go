@@ -44,3 +44,92 @@ func TestBackingAgainEndsPreVote(t *testing.T) {
 		t.Fatalf("after voting for n3 again the member is %v in term %d, want a follower in term 1", st.Role, st.Term)
 	}
 }
+
+// TestRepeatOfLosingCandidacyKeepsBacking: n1 voted for the candidate n4 in
+// term 1; n5 won term 1 without n1 and n1 acknowledged n5's heartbeat, which
+// n5's lease counts. A repeat (or duplicate) of n4's COORDINATOR of term 1
+// must not take n1 from n5: it made n1 back n4, which n4's next request, or
+// its WITHDRAW of the lost candidacy, then turned into a vote within D of
+// the acknowledgement. And a member restarted with a stored vote for n4
+// backs an unknown leader for D (it may have acknowledged the winner just
+// before it went down): a repeat ended that wait.
+func TestRepeatOfLosingCandidacyKeepsBacking(t *testing.T) {
+	var members []Member
+	for i, id := range []string{"n1", "n2", "n3", "n4", "n5"} {
+		members = append(members, Member{ID: id, Priority: i + 1})
+	}
+	granted := func(n Node) []Message {
+		var out []Message
+		for _, m := range n.Ready().Messages {
+			if m.Type == MsgVote && m.Granted {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	backingN5 := func(t *testing.T) Node {
+		cfg := testConfig("n1", members)
+		n, err := NewBully(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range cfg.ElectionTicks {
+			n.Tick() // a fresh member backs no one only after D
+		}
+		mustStep(t, n, Message{Type: MsgCoordinator, From: "n4", Term: 1, Seq: 1})
+		if g := granted(n); len(g) != 1 {
+			t.Fatalf("n1 did not vote for n4 in term 1: %+v", g)
+		}
+		n.Tick()
+		mustStep(t, n, Message{Type: MsgHeartbeat, From: "n5", Term: 1, Seq: 3, Conn: "c5", Alive: []string{"n1", "n2", "n3", "n4", "n5"}})
+		n.Ready()
+		n.Tick()
+		mustStep(t, n, Message{Type: MsgCoordinator, From: "n4", Term: 1, Seq: 1}) // the repeat
+		if g := granted(n); len(g) > 0 {
+			t.Errorf("backing n5, n1 granted n4's repeat of term 1 again: %+v", g)
+		}
+		if c := n.(*core); c.backed != "n5" {
+			t.Fatalf("after n4's repeat n1 backs %q, want n5", c.backed)
+		}
+		n.Tick()
+		return n
+	}
+	t.Run("next request", func(t *testing.T) {
+		n := backingN5(t)
+		mustStep(t, n, Message{Type: MsgCoordinator, From: "n4", Term: 2, Seq: 5})
+		if g := granted(n); len(g) > 0 {
+			t.Errorf("two ticks after acknowledging n5's heartbeat of term 1, n1 granted n4 a vote: %+v", g)
+		}
+	})
+	t.Run("withdraw", func(t *testing.T) {
+		n := backingN5(t)
+		mustStep(t, n, Message{Type: MsgWithdraw, From: "n4", Term: 1})
+		mustStep(t, n, Message{Type: MsgCoordinator, From: "n3", Term: 2, Seq: 7})
+		if g := granted(n); len(g) > 0 {
+			t.Errorf("two ticks after acknowledging n5's heartbeat of term 1, n1 granted n3 a vote: %+v", g)
+		}
+	})
+	t.Run("restart", func(t *testing.T) {
+		cfg := testConfig("n1", members)
+		cfg.HardState = HardState{Term: 1, VotedFor: "n4"}
+		n, err := NewBully(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Tick()
+		mustStep(t, n, Message{Type: MsgCoordinator, From: "n4", Term: 1, Seq: 9})
+		n.Ready()
+		n.Tick()
+		mustStep(t, n, Message{Type: MsgCoordinator, From: "n4", Term: 2, Seq: 1})
+		if g := granted(n); len(g) > 0 {
+			t.Errorf("2 ticks after its start (start wait %d ticks) the member granted a vote: %+v", cfg.ElectionTicks, g)
+		}
+	})
+}
+
+func mustStep(t *testing.T, n Node, m Message) {
+	t.Helper()
+	if err := n.Step(m); err != nil {
+		t.Fatal(err)
+	}
+}
