@@ -85,6 +85,12 @@ type RunConfig struct {
 	// a lease may then be longer than another member's D allows (see
 	// election.Message.Promise). Off, a seed gives the run it gave before.
 	Drift bool
+	// Replay lets a third of the duplicate faults send again a message
+	// delivered long before (one of the last ReplayWindow delivered), not
+	// one still in flight: a late duplicate, or a repeat that a sender's
+	// buffer held while the world moved on. Off, a seed gives the run it
+	// gave before.
+	Replay bool
 }
 
 // Timing is a site's timing in ticks, as timingOf draws it; zero fields
@@ -377,7 +383,7 @@ func run(rc RunConfig, c *chooser, trace func(string)) (out Outcome) {
 		}
 		trace(fmt.Sprintf("site: n=%d %s faults=%s preemption=%d answer=%d routes=%v skew=%v witnesses=%v timing=%s", rc.N, rc.Algorithm, faults, pre, answer, routes, skew, witnesses, tm))
 	}
-	a := &adversary{w: w, c: c, has: has, routes: routes, trace: trace}
+	a := &adversary{w: w, c: c, has: has, routes: routes, trace: trace, replay: rc.Replay}
 	for w.Steps < rc.Steps && !c.done {
 		out.Phases = append(out.Phases, len(c.rec)+c.pos)
 		k := 200 + c.intn(3000)
@@ -408,6 +414,7 @@ type adversary struct {
 	c      *chooser
 	has    func(Fault) bool
 	routes bool
+	replay bool // RunConfig.Replay
 	trace  func(string)
 }
 
@@ -435,7 +442,11 @@ func (a *adversary) chaos(k int) {
 				w.Drop(pickMsg(x))
 			}
 		case r < 815:
-			if a.has(FaultDuplicate) && len(w.Flight) > 0 {
+			switch {
+			case !a.has(FaultDuplicate):
+			case a.replay && z%3 == 0:
+				w.Replay(y)
+			case len(w.Flight) > 0:
 				w.Deliver(pickMsg(x), true)
 			}
 		case r < 825:

@@ -20,6 +20,7 @@ var (
 	shrinkFor = flag.Duration("safety.shrink", time.Minute, "how long to shrink a failing run")
 	only      = flag.Uint64("safety.only", 0, "run just this seed (with -safety.n and -safety.alg naming one case)")
 	swarm     = flag.Bool("safety.swarm", true, "make every odd seed's run a swarm run (RunConfig.Swarm)")
+	lateDups  = flag.Bool("safety.replay", true, "let a third of the duplicate faults send again a message delivered long before (RunConfig.Replay)")
 	timing    = flag.Bool("safety.timing", true, "let a third of the seeds give the site other timings and quorums, some of them different per member, leases included (RunConfig.Timing, Mixed, Drift)")
 )
 
@@ -28,7 +29,7 @@ var (
 // third of the seeds a site timing other than BaseConfig's.
 func runConfig(alg string, n int, seed uint64) RunConfig {
 	return RunConfig{N: n, Algorithm: alg, Faults: AllFaults, Seed: seed, Steps: *runLen, Witnesses: true,
-		Swarm: *swarm && seed%2 == 1, Timing: *timing, Mixed: *timing, Drift: *timing}
+		Swarm: *swarm && seed%2 == 1, Timing: *timing, Mixed: *timing, Drift: *timing, Replay: *lateDups}
 }
 
 // TestCheckSafety runs the adversarial checker: randomized runs of a
@@ -151,60 +152,61 @@ func TestFoundSeeds(t *testing.T) {
 		timing    bool // the run as TestCheckSafety makes it since timings vary
 		mixed     bool // and since members' timings may differ
 		drift     bool // and since their leases may differ too
+		replay    bool // and since duplicates may come late (RunConfig.Replay)
 	}{
 		// A candidate whose own connection closed led on an acknowledgement
 		// that was on its way (TestCandidateWhoseConnectionClosedDoesNotLead).
-		{"ring", 3, 1796173225347800026, "two leases at once", false, false, false, false, false},
+		{"ring", 3, 1796173225347800026, "two leases at once", false, false, false, false, false, false},
 		// Two members deposed each other's fresh leadership for ever: each
 		// stood again at once on an acknowledgement from a later term, which a
 		// third member had from voting in the other's round.
-		{"ring", 5, 1796174004091669474, "no leader 400 ticks after the faults", false, false, false, false, false},
+		{"ring", 5, 1796174004091669474, "no leader 400 ticks after the faults", false, false, false, false, false, false},
 		// Two of four members drained, the one that may stand kept sending
 		// its token past a drained member that told it only every other D
 		// that it was alive (TestRingDrainedMemberTellsMembersItPresumesDead).
-		{"ring", 4, 1796400302808336776, "no leader 400 ticks after the faults", true, false, false, false, false},
+		{"ring", 4, 1796400302808336776, "no leader 400 ticks after the faults", true, false, false, false, false, false},
 		// The highest member drained, the next one waiting for it to stand;
 		// lower members stood in turn, each refused by the waiting member,
 		// and each refusal started its wait over
 		// (TestBullyRefusingMemberKeepsItsWait).
-		{"bully", 4, 1796403900140611435, "no leader 400 ticks after the faults", true, true, false, false, false},
-		{"bully", 7, 1796403900143612187, "no leader 400 ticks after the faults", true, true, false, false, false},
+		{"bully", 4, 1796403900140611435, "no leader 400 ticks after the faults", true, true, false, false, false, false},
+		{"bully", 7, 1796403900143612187, "no leader 400 ticks after the faults", true, true, false, false, false, false},
 		// A drained member released by a hand-over whose nominee never stood
 		// kept silent until it heard a leader, and a quorum of 3 of 3 needed
 		// its vote (TestStaleNominationDoesNotSilenceDrainedMember).
-		{"ring", 3, 1796409667678235461, "no leader after the faults", true, true, true, false, false},
+		{"ring", 3, 1796409667678235461, "no leader after the faults", true, true, true, false, false, false},
 		// An answer timeout of one tick closed the pre-vote window before
 		// the request went out (TestPreVoteAskedWithinShortAnswerTimeout).
-		{"bully", 7, 1796409996139666148, "no leader after the faults", true, false, true, false, false},
-		{"bully", 7, 1796410048846633245, "no leader after the faults", true, true, true, false, false},
+		{"bully", 7, 1796409996139666148, "no leader after the faults", true, false, true, false, false, false},
+		{"bully", 7, 1796410048846633245, "no leader after the faults", true, true, true, false, false, false},
 		// A drained member's announcements came with its election's steps,
 		// which its votes and the backoff after them put off past the others'
 		// window of D (TestRingDrainedMemberTellsAliveWhileItVotes).
-		{"ring", 3, 1796411224258493671, "no leader after the faults", true, true, true, false, false},
+		{"ring", 3, 1796411224258493671, "no leader after the faults", true, true, true, false, false, false},
 		// A member that asked for pre-votes and refused a lower candidate
 		// went back to waiting for the ranks above; lower members standing
 		// more often than it got through those waits ended each of its
 		// rounds (TestBullyRefusingPreVoterAsksAgain).
-		{"bully", 7, 1796413284687419018, "no leader after the faults", true, false, true, true, false},
+		{"bully", 7, 1796413284687419018, "no leader after the faults", true, false, true, true, false, false},
 		// A leader's lease, longer than another member's D allowed (each
 		// gateway's timing valid on its own), counted that member's
 		// acknowledgement past the moment it voted for the next leader
 		// (TestLeaseShortenedByShortPromise).
-		{"ring", 5, 1796420243367902483, "two leases at once", true, true, true, true, true},
-		{"bully", 5, 1796420243367902483, "two leases at once", true, true, true, true, true},
+		{"ring", 5, 1796420243367902483, "two leases at once", true, true, true, true, true, false},
+		{"bully", 5, 1796420243367902483, "two leases at once", true, true, true, true, true, false},
 		// A drained member still believed the members above the lowest one
 		// drained (their acknowledgements had said so before they were
 		// undrained), waited for the lowest one's rounds, which died
 		// elsewhere, and marked it dead on each silence; every round then
 		// skipped it, and quorum 5 of 5 was never reached
 		// (election TestStandingClearsDrainedKnowledge).
-		{"ring", 5, 1796421529550718659, "no leader after the faults", true, true, true, true, true},
+		{"ring", 5, 1796421529550718659, "no leader after the faults", true, true, true, true, true, false},
 		// A drained member whose D (80 ticks) was longer than the other's (30)
 		// told it every D/2 of its own that it was alive, by a clock running
 		// slow; the other stood in step, each time unheard from it for longer
 		// than its D, skipped it, and a quorum of 2 of 2 was never reached
 		// (election TestRingDrainedMemberTellsAliveWhileItVotes).
-		{"ring", 2, 1796431074075811228, "no leader after the faults", true, false, true, true, true},
+		{"ring", 2, 1796431074075811228, "no leader after the faults", true, false, true, true, true, false},
 		// A candidate overtaken right after its announcement withdrew, but the
 		// members that had acknowledged the announcement ignored the
 		// WITHDRAW and kept its tokens back for D; a voter with a short
@@ -212,25 +214,25 @@ func TestFoundSeeds(t *testing.T) {
 		// member's round in a higher term, and its acknowledgement deposed
 		// the next winner: every 59 ticks for ever (election
 		// TestWithdrawFreesMemberThatTookAnnouncementForLeader).
-		{"ring", 5, 1796433496225374437, "no leader after the faults", true, true, true, true, true},
+		{"ring", 5, 1796433496225374437, "no leader after the faults", true, true, true, true, true, false},
 		// The same, with one timing for all (faults delay, crash, route):
 		// three members kept backing a candidate that had withdrawn.
-		{"ring", 5, 1796447043189809595, "no leader 400 ticks after the faults", true, true, true, true, true},
+		{"ring", 5, 1796447043189809595, "no leader 400 ticks after the faults", true, true, true, true, true, false},
 		// Quorums of every member: a member whose own rounds died at a
 		// higher candidate's voters was marked dead by the members below
 		// when their waits for it ended, and every round passed it over
 		// while it was up (election TestRingRoundTriesPresumedDeadWhenEveryVoteCounts).
-		{"ring", 7, 1796414052463188429, "no leader after the faults", true, true, true, true, true},
-		{"ring", 5, 1796447608688341056, "no leader after the faults", true, false, true, true, true},
+		{"ring", 7, 1796414052463188429, "no leader after the faults", true, true, true, true, true, false},
+		{"ring", 5, 1796447608688341056, "no leader after the faults", true, false, true, true, true, false},
 		// Two leases at once: a member released by a route closure asked for
 		// pre-votes, then voted for the candidate's repeated COORDINATOR
 		// (backing it again, its win counting that vote), and a pre-vote
 		// grant that came after made it stand in the next term at once
 		// (election TestBackingAgainEndsPreVote).
-		{"bully", 3, 1796447608686342610, "two leases at once", true, false, true, true, true},
+		{"bully", 3, 1796447608686342610, "two leases at once", true, false, true, true, true, false},
 	} {
 		t.Run(fmt.Sprintf("%s/n=%d/%d", c.alg, c.n, c.seed), func(t *testing.T) {
-			out := Run(RunConfig{N: c.n, Algorithm: c.alg, Faults: AllFaults, Seed: c.seed, Steps: *runLen, Witnesses: c.witnesses, Swarm: c.swarm, Timing: c.timing, Mixed: c.mixed, Drift: c.drift})
+			out := Run(RunConfig{N: c.n, Algorithm: c.alg, Faults: AllFaults, Seed: c.seed, Steps: *runLen, Witnesses: c.witnesses, Swarm: c.swarm, Timing: c.timing, Mixed: c.mixed, Drift: c.drift, Replay: c.replay})
 			if out.Failed() {
 				t.Fatalf("%s again: %s%s", c.what, out.Violation, out.Liveness)
 			}
@@ -300,5 +302,27 @@ func TestReplayOfNoChoices(t *testing.T) {
 		if out.Choices != 0 {
 			t.Errorf("replay of %v made %d choices, want 0", cs, out.Choices)
 		}
+	}
+}
+
+// TestReplaySendsDeliveredMessageAgain: Replay puts a copy of a message
+// delivered before back in flight, as a new message after the others, and
+// nothing before any delivery.
+func TestReplaySendsDeliveredMessageAgain(t *testing.T) {
+	w := New(Options{N: 3, Algorithm: "bully", Fail: func(msg string) { t.Fatal(msg) }})
+	w.Replay(0)
+	if len(w.Flight) != 0 {
+		t.Fatalf("a replay before any delivery put %d messages in flight", len(w.Flight))
+	}
+	for len(w.Flight) == 0 {
+		w.Ticks(1)
+	}
+	first := *w.Flight[0]
+	w.Deliver(w.Flight[0], false)
+	w.Replay(0)
+	last := w.Flight[len(w.Flight)-1]
+	if last.ID == first.ID || last.M.Type != first.M.Type || last.M.From != first.M.From || last.To != first.To ||
+		last.M.Term != first.M.Term || last.M.Seq != first.M.Seq {
+		t.Fatalf("replayed %s, want a new copy of %s", last, &first)
 	}
 }

@@ -159,7 +159,11 @@ type World struct {
 	members map[string]*member
 	Flight  []*Msg
 	nextID  uint64
-	cut     map[[2]string]bool
+	// delivered holds the last ReplayWindow messages delivered, for
+	// Replay: a ring, the next to replace at delivered[nDelivered%len].
+	delivered  []*Msg
+	nDelivered int
+	cut        map[[2]string]bool
 	// routeDown: pairs (lower id first) whose route is down, since when.
 	routeDown map[[2]string]int64
 	// cutSince: pairs (lower id first) cut both ways, since when.
@@ -471,10 +475,38 @@ func (w *World) Deliver(f *Msg, keep bool) {
 		return
 	}
 	w.trace("deliver %s", f)
+	if len(w.delivered) < ReplayWindow {
+		w.delivered = append(w.delivered, f)
+	} else {
+		w.delivered[w.nDelivered%ReplayWindow] = f
+	}
+	w.nDelivered++
 	m := f.M
 	m.Alive = slices.Clone(f.M.Alive)
 	m.Participants = slices.Clone(f.M.Participants)
 	w.step(f.To, func(n election.Node) { _ = n.Step(m) })
+}
+
+// ReplayWindow is how many of the last delivered messages Replay picks
+// from.
+const ReplayWindow = 256
+
+// Replay sends again, as a new message in flight from its sender to its
+// receiver, the i-th (modulo) of the last ReplayWindow messages delivered:
+// a duplicate that comes late, after what was delivered since. Nothing
+// happens if none was delivered yet.
+func (w *World) Replay(i int) {
+	if len(w.delivered) == 0 {
+		return
+	}
+	f := w.delivered[i%len(w.delivered)]
+	w.nextID++
+	c := f.M
+	c.Alive = slices.Clone(f.M.Alive)
+	c.Participants = slices.Clone(f.M.Participants)
+	r := &Msg{ID: w.nextID, M: c, To: f.To, SentAt: f.SentAt}
+	w.trace("replay %s as #%d", f, r.ID)
+	w.Flight = append(w.Flight, r)
 }
 
 // Drop loses message f.
