@@ -1326,8 +1326,11 @@ func (c *core) stepCoordinator(m Message) error {
 	if !c.mayBack(m.From, m.Term) {
 		// Stickiness: a live leader is still backed. Keep the request: if
 		// that leader goes silent soon, the vote is granted then, without a
-		// second round.
-		if c.role == Follower && (c.pending == nil || c.outranks(m.From, c.pending.m.From) || m.Term > c.pending.m.Term) {
+		// second round. Only a request of a later term: one of this
+		// member's term is never granted later (votePending), and kept, it
+		// pushed out a later one (a stale repeat of a higher-ranked
+		// member's candidacy over a lower one's request for the next term).
+		if c.role == Follower && m.Term > c.hs.Term && (c.pending == nil || c.outranks(m.From, c.pending.m.From) || m.Term > c.pending.m.Term) {
 			c.pending = &pendingMsg{m: m, at: c.now}
 		}
 		if c.role == Leader {

@@ -58,15 +58,6 @@ func TestRepeatOfLosingCandidacyKeepsBacking(t *testing.T) {
 	for i, id := range []string{"n1", "n2", "n3", "n4", "n5"} {
 		members = append(members, Member{ID: id, Priority: i + 1})
 	}
-	granted := func(n Node) []Message {
-		var out []Message
-		for _, m := range n.Ready().Messages {
-			if m.Type == MsgVote && m.Granted {
-				out = append(out, m)
-			}
-		}
-		return out
-	}
 	backingN5 := func(t *testing.T) Node {
 		cfg := testConfig("n1", members)
 		n, err := NewBully(cfg)
@@ -132,4 +123,53 @@ func mustStep(t *testing.T, n Node, m Message) {
 	if err := n.Step(m); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestStaleRequestDoesNotPushOutKeptRequest: backing a live leader, a member
+// keeps a request for the next term to grant when that leader goes silent. A
+// request of its own term (a stale repeat of a losing candidacy, here from a
+// higher-ranked member) can never be granted later, and must not take the
+// kept request's place: it did, and the next-term request was lost, its
+// candidate waiting a whole answer timeout more.
+func TestStaleRequestDoesNotPushOutKeptRequest(t *testing.T) {
+	var members []Member
+	for i, id := range []string{"n1", "n2", "n3", "n4", "n5"} {
+		members = append(members, Member{ID: id, Priority: i + 1})
+	}
+	cfg := testConfig("n1", members)
+	n, err := NewBully(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range cfg.ElectionTicks {
+		n.Tick()
+	}
+	mustStep(t, n, Message{Type: MsgCoordinator, From: "n4", Term: 1, Seq: 1}) // n1 votes n4 in term 1
+	n.Ready()
+	mustStep(t, n, Message{Type: MsgHeartbeat, From: "n3", Term: 1, Seq: 2, Conn: "c3", Alive: []string{"n1", "n2", "n3", "n4", "n5"}})
+	n.Ready() // n3 won term 1 without n1; n1 backs n3
+	for range cfg.ElectionTicks - 2 {
+		n.Tick() // n3's heartbeats stop
+	}
+	mustStep(t, n, Message{Type: MsgCoordinator, From: "n2", Term: 2, Seq: 1})
+	mustStep(t, n, Message{Type: MsgCoordinator, From: "n4", Term: 1, Seq: 2}) // a stale repeat
+	if g := granted(n); len(g) > 0 {
+		t.Fatalf("backing n3, n1 granted %+v", g)
+	}
+	for range 3 {
+		n.Tick() // n3 silent for D: the kept request is granted
+	}
+	if g := granted(n); len(g) != 1 || g[0].To != "n2" || g[0].Term != 2 {
+		t.Fatalf("once n3 went silent n1 granted %+v, want its vote for n2's kept request of term 2", g)
+	}
+}
+
+func granted(n Node) []Message {
+	var out []Message
+	for _, m := range n.Ready().Messages {
+		if m.Type == MsgVote && m.Granted {
+			out = append(out, m)
+		}
+	}
+	return out
 }
