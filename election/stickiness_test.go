@@ -1,6 +1,9 @@
 package election
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // TestBackingAgainEndsPreVote: a member released from its backing (the route
 // to the candidate it voted for closed) asks for pre-votes; then the
@@ -12,15 +15,7 @@ import "testing"
 // "n2 and n3 both hold a valid lease"; internal/safety TestFoundSeeds
 // replays that run).
 func TestBackingAgainEndsPreVote(t *testing.T) {
-	members := []Member{{ID: "n1", Priority: 1}, {ID: "n2", Priority: 2}, {ID: "n3", Priority: 3}}
-	cfg := testConfig("n2", members)
-	n, err := NewBully(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range cfg.ElectionTicks {
-		n.Tick() // a fresh member backs no one only after D
-	}
+	n, _ := settledBully(t, "n2", 3)
 	step := func(m Message) {
 		t.Helper()
 		if err := n.Step(m); err != nil {
@@ -54,19 +49,8 @@ func TestBackingAgainEndsPreVote(t *testing.T) {
 // backs an unknown leader for D (it may have acknowledged the winner just
 // before it went down): a repeat ended that wait.
 func TestRepeatOfLosingCandidacyKeepsBacking(t *testing.T) {
-	var members []Member
-	for i, id := range []string{"n1", "n2", "n3", "n4", "n5"} {
-		members = append(members, Member{ID: id, Priority: i + 1})
-	}
 	backingN5 := func(t *testing.T) Node {
-		cfg := testConfig("n1", members)
-		n, err := NewBully(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range cfg.ElectionTicks {
-			n.Tick() // a fresh member backs no one only after D
-		}
+		n, _ := settledBully(t, "n1", 5)
 		mustStep(t, n, Message{Type: MsgCoordinator, From: "n4", Term: 1, Seq: 1})
 		if g := granted(n); len(g) != 1 {
 			t.Fatalf("n1 did not vote for n4 in term 1: %+v", g)
@@ -101,6 +85,7 @@ func TestRepeatOfLosingCandidacyKeepsBacking(t *testing.T) {
 		}
 	})
 	t.Run("restart", func(t *testing.T) {
+		_, members := settledBully(t, "n1", 5)
 		cfg := testConfig("n1", members)
 		cfg.HardState = HardState{Term: 1, VotedFor: "n4"}
 		n, err := NewBully(cfg)
@@ -118,6 +103,26 @@ func TestRepeatOfLosingCandidacyKeepsBacking(t *testing.T) {
 	})
 }
 
+// settledBully returns a Bully core of member self among n1..nN (ranked in
+// that order) that has run D since its start, so backs no one, and its
+// members.
+func settledBully(t *testing.T, self string, n int) (Node, []Member) {
+	t.Helper()
+	var members []Member
+	for i := range n {
+		members = append(members, Member{ID: fmt.Sprintf("n%d", i+1), Priority: i + 1})
+	}
+	cfg := testConfig(self, members)
+	node, err := NewBully(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range cfg.ElectionTicks {
+		node.Tick() // a fresh member backs no one only after D
+	}
+	return node, members
+}
+
 func mustStep(t *testing.T, n Node, m Message) {
 	t.Helper()
 	if err := n.Step(m); err != nil {
@@ -132,18 +137,8 @@ func mustStep(t *testing.T, n Node, m Message) {
 // kept request's place: it did, and the next-term request was lost, its
 // candidate waiting a whole answer timeout more.
 func TestStaleRequestDoesNotPushOutKeptRequest(t *testing.T) {
-	var members []Member
-	for i, id := range []string{"n1", "n2", "n3", "n4", "n5"} {
-		members = append(members, Member{ID: id, Priority: i + 1})
-	}
+	n, members := settledBully(t, "n1", 5)
 	cfg := testConfig("n1", members)
-	n, err := NewBully(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range cfg.ElectionTicks {
-		n.Tick()
-	}
 	mustStep(t, n, Message{Type: MsgCoordinator, From: "n4", Term: 1, Seq: 1}) // n1 votes n4 in term 1
 	n.Ready()
 	mustStep(t, n, Message{Type: MsgHeartbeat, From: "n3", Term: 1, Seq: 2, Conn: "c3", Alive: []string{"n1", "n2", "n3", "n4", "n5"}})
