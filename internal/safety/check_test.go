@@ -325,4 +325,10 @@ func TestReplaySendsDeliveredMessageAgain(t *testing.T) {
 		last.M.Term != first.M.Term || last.M.Seq != first.M.Seq {
 		t.Fatalf("replayed %s, want a new copy of %s", last, &first)
 	}
+	// Any index picks a delivered message, a negative one too.
+	before := len(w.Flight)
+	w.Replay(-7)
+	if len(w.Flight) != before+1 {
+		t.Fatalf("Replay(-7) put %d messages in flight, want 1", len(w.Flight)-before)
+	}
 }

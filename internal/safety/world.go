@@ -492,14 +492,19 @@ func (w *World) Deliver(f *Msg, keep bool) {
 const ReplayWindow = 256
 
 // Replay sends again, as a new message in flight from its sender to its
-// receiver, the i-th (modulo) of the last ReplayWindow messages delivered:
-// a duplicate that comes late, after what was delivered since. Nothing
-// happens if none was delivered yet.
+// receiver, the i-th (modulo, so any i picks one) of the last ReplayWindow
+// messages delivered: a duplicate that comes late, after what was delivered
+// since. Nothing happens if none was delivered yet.
 func (w *World) Replay(i int) {
-	if len(w.delivered) == 0 {
+	n := len(w.delivered)
+	if n == 0 {
 		return
 	}
-	f := w.delivered[i%len(w.delivered)]
+	i %= n
+	if i < 0 {
+		i += n
+	}
+	f := w.delivered[i]
 	w.nextID++
 	c := f.M
 	c.Alive = slices.Clone(f.M.Alive)
