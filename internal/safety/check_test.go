@@ -326,6 +326,10 @@ func TestReplaySendsDeliveredMessageAgain(t *testing.T) {
 		t.Fatalf("replayed %s, want a new copy of %s", last, &first)
 	}
 	// Any index picks a delivered message, a negative one too.
+	for len(w.Flight) < 2 {
+		w.Ticks(1)
+	}
+	w.Deliver(w.Flight[0], false)
 	before := len(w.Flight)
 	w.Replay(-7)
 	if len(w.Flight) != before+1 {
