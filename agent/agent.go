@@ -279,14 +279,20 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		a.store.Close()
 		return nil, err
 	}
-	if cfg.IslandMode {
+	a.warnAtStart(hs.Term)
+	return a, nil
+}
+
+// warnAtStart logs what an operator should know about this member's setup
+// before it runs: island mode, and a term at its bound.
+func (a *Agent) warnAtStart(term uint64) {
+	if a.cfg.IslandMode {
 		a.log.Warn("island mode (quorum: none): a network partition can elect two leaders")
 	}
-	if hs.Term >= election.MaxTerm-1024 {
+	if term >= election.MaxTerm-1024 {
 		a.log.Error("the term is at its bound: this member can stand in few or no more elections; with every agent of the group stopped, reset every member's term (edge-agent reset-term, docs/SECURITY.md)",
-			"term", hs.Term, "max_term", election.MaxTerm)
+			"term", term, "max_term", election.MaxTerm)
 	}
-	return a, nil
 }
 
 // initMetrics registers the agent's series: in its families
