@@ -197,6 +197,10 @@ type fastPath struct {
 	routes     RouteWatcher      // given to the bus, which reports closed routes
 	leaderConn map[string]string // member -> bus connection its last heartbeat announced
 	fastAt     time.Duration     // when this agent last acted on a disconnect report
+	// The leader that report released this agent from, and the term it
+	// was backed in: its RESIGN of that term lifts the fence (resigned).
+	goneID   string
+	goneTerm uint64
 }
 
 type request struct {
@@ -688,6 +692,9 @@ func (a *Agent) step(m election.Message) bool {
 	}
 	if m.Type == election.MsgHeartbeat && m.Conn != "" {
 		a.fast.leaderConn[m.From] = m.Conn
+	}
+	if m.Type == election.MsgResign {
+		a.resigned(m)
 	}
 	a.traceMessage("in", m)
 	if serr := a.node.Step(m); serr != nil {

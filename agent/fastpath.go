@@ -39,8 +39,9 @@ func (a *Agent) onMemberGone(id, conn string) {
 	if a.fast.noFast || id == a.cfg.ID {
 		return
 	}
+	term := a.core.lastHS.Term
 	if a.node.LeaderGone(id, conn) {
-		a.fast.fastAt = a.mono()
+		a.actedOnReport(id, term)
 		a.m.fastSuspicions.Inc()
 		a.log.Info("leader's connection closed: electing now", "leader", id)
 	}
@@ -59,6 +60,35 @@ func (a *Agent) onOwnDisconnect() {
 		a.stopLeading("lost connection to NATS")
 	}
 	a.node.StepDown(election.ReasonConnectionLost)
+}
+
+// actedOnReport notes that this agent released leader id, backed in term,
+// on a report that its connection (or the route to its server) closed: a
+// leader elected within D from now waits the fence before it acts.
+func (a *Agent) actedOnReport(id string, term uint64) {
+	a.fast.fastAt = a.mono()
+	a.fast.goneID, a.fast.goneTerm = id, term
+}
+
+// resigned lifts the fence when m is the RESIGN of the leader the last
+// report released this agent from, of the term it was backed in. The fence
+// covers a leader that may still act for a moment after its connection
+// closed; a leader sends its RESIGN only once it stopped leading and its
+// work returned (release withholds it otherwise), so after that RESIGN the
+// successor may act at once, as after any planned handover, which has no
+// fence. This is the common case of a SIGTERM: the leader hands over and
+// exits, and the server's report of its closed connection often reaches a
+// member before the RESIGN sent just before it (the two travel on different
+// connections). Only this term's RESIGN of that leader: an earlier one is
+// no word about the leadership reported.
+func (a *Agent) resigned(m election.Message) {
+	if a.fast.fastAt == 0 || m.From != a.fast.goneID || m.Term != a.fast.goneTerm {
+		return
+	}
+	a.fast.fastAt = 0
+	if a.core.role != election.Leader {
+		a.log.Debug("the reported leader resigned: no fence", "leader", m.From, "term", m.Term)
+	}
 }
 
 // fence returns until when a leader elected on a disconnect report must wait
@@ -132,8 +162,9 @@ func (a *Agent) onRoutesClosed(closed []RoutedServer, left int) {
 		if id == a.cfg.ID {
 			continue
 		}
+		term := a.core.lastHS.Term
 		if a.node.RouteLost(id) && a.core.role != election.Leader && id == a.core.leader {
-			a.fast.fastAt = a.mono()
+			a.actedOnReport(id, term)
 			a.m.fastSuspicions.Inc()
 			a.log.Info("route to the leader's server closed: electing now", "leader", id)
 		}

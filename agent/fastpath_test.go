@@ -277,3 +277,119 @@ func testAgentCandidateWhoseConnectionDroppedDoesNotLead(t *testing.T) {
 		t.Fatalf("gw3 leads term %d, which it stood in when its connection dropped", term)
 	}
 }
+
+// TestAgentNoFenceAfterReportAndResign: a member elected on a report that
+// its leader's connection closed waits the fence before it acts, unless the
+// RESIGN of that leader's term came too: the leader sent it only once it
+// had stopped leading. The case of a SIGTERM: the leader hands over and
+// exits, and the server's report of its closed connection reaches a member
+// before the RESIGN sent just before it (they travel on different
+// connections).
+func TestAgentNoFenceAfterReportAndResign(t *testing.T) {
+	synctest.Test(t, testAgentNoFenceAfterReportAndResign)
+}
+
+func testAgentNoFenceAfterReportAndResign(t *testing.T) {
+	const fence = 150 * time.Millisecond // less than the lease
+	s := newFastSite(t, 3, nil)
+	for _, m := range s.members[:2] {
+		cfg := s.cfg(m.ID)
+		cfg.Fence = fence
+		s.start(m.ID, cfg)
+	}
+	// gw3 runs on a context of its own: it exits after its handover.
+	cfg := s.cfg("gw3")
+	cfg.Fence = fence
+	gw3, err := New(cfg, WithTransport(s.net.Join("gw3")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx3, stop3 := context.WithCancel(s.ctx)
+	ran3 := make(chan struct{})
+	go func() { defer close(ran3); _ = gw3.Run(ctx3) }()
+	defer func() { stop3(); <-ran3 }()
+	waitFor(t, 5*time.Second, "gw3 to lead", func() bool {
+		return gw3.IsLeader() && s.agents["gw1"].Leader() == "gw3" && s.agents["gw2"].Leader() == "gw3"
+	})
+	stall(300 * time.Millisecond) // heartbeats announcing gw3's connection reach both members
+	term := gw3.Term()
+	s.net.mu.Lock()
+	conn := s.net.connIDLocked("gw3")
+	s.net.mu.Unlock()
+	// gw3 hands over to gw2 and exits; its RESIGN is held back (sent again
+	// below), and the server's report of its closed connection reaches gw2
+	// first. gw1 still backs gw3 and keeps gw2's request.
+	s.net.CutOneWay("gw3", "gw1")
+	s.net.CutOneWay("gw3", "gw2")
+	if err := gw3.Transfer(context.Background(), "gw2"); err != nil {
+		t.Fatal(err)
+	}
+	stop3()
+	<-ran3
+	start := time.Now()
+	s.net.mu.Lock()
+	s.net.nodes["gw2"].reports.Offer(Input{Kind: InputMemberGone, Member: "gw3", Conn: conn})
+	s.net.mu.Unlock()
+	waitFor(t, time.Second, "gw2 to stand", func() bool { return s.agents["gw2"].Term() > term })
+	synctest.Wait()
+	if s.agents["gw2"].IsLeader() {
+		t.Fatal("gw2 leads with gw1 still backing gw3")
+	}
+	// The RESIGN arrives: gw1 is released and grants gw2's kept request.
+	s.net.Heal()
+	if err := s.net.Join("gw3").Send(election.Message{Type: election.MsgResign, From: "gw3", Term: term, Nominee: "gw2"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "gw2 to lead", func() bool { return s.agents["gw2"].IsLeader() })
+	if took := time.Since(start); took >= fence {
+		t.Fatalf("gw2 acted %s after the report: it waited the fence of %s after gw3's RESIGN", took, fence)
+	}
+	if v := testutil.ToFloat64(s.agents["gw2"].m.fastSuspicions); v < 1 {
+		t.Fatalf("gw2 counted %v fast suspicions: it did not act on the report", v)
+	}
+}
+
+// TestFenceLiftedOnlyByTheReportedLeadersResign: after a report releases a
+// member from its leader, only that leader's RESIGN of the term it was
+// backed in lifts the fence; a RESIGN of an earlier term or of another
+// member does not.
+func TestFenceLiftedOnlyByTheReportedLeadersResign(t *testing.T) {
+	const term = 5
+	for _, tc := range []struct {
+		name   string
+		resign election.Message
+		lifted bool
+	}{
+		{"the reported leader, its term", election.Message{Type: election.MsgResign, From: "gw3", Term: term}, true},
+		{"the reported leader, an earlier term", election.Message{Type: election.MsgResign, From: "gw3", Term: term - 1}, false},
+		{"another member", election.Message{Type: election.MsgResign, From: "gw2", Term: term}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
+			cfg := Config{ID: "gw1", Group: "g", Members: members, Heartbeat: 100 * time.Millisecond, StateDir: t.TempDir(), Preemption: PreemptNever}
+			net := NewMemNetwork()
+			net.ReportDisconnects()
+			a, err := New(cfg, WithTransport(net.Join("gw1")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.store.Close()
+			const conn = "gw3-conn"
+			a.step(election.Message{Type: election.MsgHeartbeat, From: "gw3", Term: term, Seq: 1, Conn: conn})
+			if err := a.process(); err != nil {
+				t.Fatal(err)
+			}
+			if a.core.leader != "gw3" {
+				t.Fatalf("gw1 follows %q after gw3's heartbeat, want gw3", a.core.leader)
+			}
+			a.onMemberGone("gw3", conn)
+			if a.fenceUntil() == 0 {
+				t.Fatal("no fence after acting on the report")
+			}
+			a.step(tc.resign)
+			if lifted := a.fenceUntil() == 0; lifted != tc.lifted {
+				t.Fatalf("after %s of term %d from %s: fence lifted %v, want %v", tc.resign.Type, tc.resign.Term, tc.resign.From, lifted, tc.lifted)
+			}
+		})
+	}
+}
