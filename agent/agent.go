@@ -197,8 +197,9 @@ type fastPath struct {
 	routes     RouteWatcher      // given to the bus, which reports closed routes
 	leaderConn map[string]string // member -> bus connection its last heartbeat announced
 	fastAt     time.Duration     // when this agent last acted on a disconnect report
-	// The leader that report released this agent from, and the term it
-	// was backed in: its RESIGN of that term lifts the fence (resigned).
+	// The leader that report released this agent from, and this agent's
+	// term then: that leader's RESIGN of that term lifts the fence
+	// (actedOnReport, resigned).
 	goneID   string
 	goneTerm uint64
 }

@@ -39,9 +39,8 @@ func (a *Agent) onMemberGone(id, conn string) {
 	if a.fast.noFast || id == a.cfg.ID {
 		return
 	}
-	term := a.core.lastHS.Term
 	if a.node.LeaderGone(id, conn) {
-		a.actedOnReport(id, term)
+		a.actedOnReport(id)
 		a.m.fastSuspicions.Inc()
 		a.log.Info("leader's connection closed: electing now", "leader", id)
 	}
@@ -62,16 +61,19 @@ func (a *Agent) onOwnDisconnect() {
 	a.node.StepDown(election.ReasonConnectionLost)
 }
 
-// actedOnReport notes that this agent released leader id, backed in term,
-// on a report that its connection (or the route to its server) closed: a
-// leader elected within D from now waits the fence before it acts.
-func (a *Agent) actedOnReport(id string, term uint64) {
+// actedOnReport notes that this agent released leader id on a report that
+// its connection (or the route to its server) closed: a leader elected
+// within D from now waits the fence before it acts. It keeps id and this
+// agent's persisted term, which the core's answer to the report has not
+// changed yet (it is saved in the loop's next Ready): the term it backed id
+// in, or a later one it moved to since.
+func (a *Agent) actedOnReport(id string) {
 	a.fast.fastAt = a.mono()
-	a.fast.goneID, a.fast.goneTerm = id, term
+	a.fast.goneID, a.fast.goneTerm = id, a.core.lastHS.Term
 }
 
 // resigned lifts the fence when m is the RESIGN of the leader the last
-// report released this agent from, of the term it was backed in. The fence
+// report released this agent from, of the term kept with the report. The fence
 // covers a leader that may still act for a moment after its connection
 // closed; a leader sends its RESIGN only once it stopped leading and its
 // work returned (release withholds it otherwise), so after that RESIGN the
@@ -79,16 +81,16 @@ func (a *Agent) actedOnReport(id string, term uint64) {
 // fence. This is the common case of a SIGTERM: the leader hands over and
 // exits, and the server's report of its closed connection often reaches a
 // member before the RESIGN sent just before it (the two travel on different
-// connections). Only this term's RESIGN of that leader: an earlier one is
-// no word about the leadership reported.
+// connections). Only that term's RESIGN of that leader: an earlier one is
+// no word about the leadership reported. (If this agent had moved to a later
+// term than the one it backed the leader in, the leader's RESIGN does not
+// match and the fence stays: a tick lost, never safety.)
 func (a *Agent) resigned(m election.Message) {
 	if a.fast.fastAt == 0 || m.From != a.fast.goneID || m.Term != a.fast.goneTerm {
 		return
 	}
 	a.fast.fastAt = 0
-	if a.core.role != election.Leader {
-		a.log.Debug("the reported leader resigned: no fence", "leader", m.From, "term", m.Term)
-	}
+	a.log.Debug("the reported leader resigned: no fence", "leader", m.From, "term", m.Term)
 }
 
 // fence returns until when a leader elected on a disconnect report must wait
@@ -162,9 +164,8 @@ func (a *Agent) onRoutesClosed(closed []RoutedServer, left int) {
 		if id == a.cfg.ID {
 			continue
 		}
-		term := a.core.lastHS.Term
 		if a.node.RouteLost(id) && a.core.role != election.Leader && id == a.core.leader {
-			a.actedOnReport(id, term)
+			a.actedOnReport(id)
 			a.m.fastSuspicions.Inc()
 			a.log.Info("route to the leader's server closed: electing now", "leader", id)
 		}
