@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/poll"
 )
 
@@ -70,11 +71,16 @@ type Server struct {
 	advertise   string
 }
 
-// StartServer starts a nats-server on free loopback ports.
+// StartServer starts a nats-server on free loopback ports, reserved below
+// the ephemeral range (harness.FreePorts) so that a restart finds them free.
 func StartServer(c ServerConfig) (*Server, error) {
-	s := &Server{name: c.Name, clustered: c.Clustered, sys: c.SystemAccount, clientPort: -1, advertise: c.RouteAdvertise}
+	ports, err := harness.FreePorts(2)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: server %s: %w", c.Name, err)
+	}
+	s := &Server{name: c.Name, clustered: c.Clustered, sys: c.SystemAccount, clientPort: ports[0], advertise: c.RouteAdvertise}
 	if c.Clustered {
-		s.clusterPort = -1
+		s.clusterPort = ports[1]
 	}
 	for _, r := range c.Routes {
 		u, err := url.Parse(r)
@@ -129,10 +135,10 @@ func (s *Server) Start() error {
 		}
 		opts.Routes = s.routes
 	}
-	// A restart reuses the server's ports; on a busy machine one of them can
-	// be held for a moment by another process's outgoing connection (the
-	// ports come from the ephemeral range), so a start that does not come up
-	// is retried a few times before it counts as a failure.
+	// A restart reuses the server's ports; they lie outside the ephemeral
+	// range, but a start that does not come up (a socket of the last run
+	// not yet gone) is still retried a few times before it counts as a
+	// failure.
 	var srv *server.Server
 	for attempt := 1; ; attempt++ {
 		var err error

@@ -2,31 +2,8 @@ package harness
 
 import (
 	"fmt"
-	"net"
 	"strings"
 )
-
-// FreePorts returns n distinct TCP ports that were free on 127.0.0.1 a
-// moment ago. The ports are released before FreePorts returns, so another
-// process could take one in between; on a test machine that is rare enough.
-func FreePorts(n int) ([]int, error) {
-	ls := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
 
 // NewClusterSite prepares a site of n members gw1..gwN with priorities 1..n
 // where every agent runs its own embedded nats-server on loopback, clustered

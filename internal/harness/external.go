@@ -23,12 +23,11 @@ type ExternalNATS struct {
 // StartExternalNATS starts bin on a free loopback port, its config and log in
 // dir, and waits until it accepts connections.
 func StartExternalNATS(bin, dir string) (*ExternalNATS, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := ports[0]
 	conf := filepath.Join(dir, "nats-server.conf")
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`listen: "127.0.0.1:%d"
 accounts {
