@@ -128,9 +128,12 @@ func ServerName(group, id string) string { return group + "-" + id }
 // a route see it close at the same moment, and each tells its core
 // (election.Node.RouteLost) about the member at the other end:
 //
-//   - a follower whose server loses its route to the server its leader is
-//     connected to (as the leader's heartbeats announce) is released from
-//     that leader and elects at once (after a pre-vote);
+//   - a follower whose server loses its route to its leader's own server
+//     (named ServerName(group, leader)) is released from that leader and
+//     elects at once (after a pre-vote). Only that route: the server the
+//     leader's connection happens to be on may be another member's, whose
+//     routes the leader's agent does not watch, so it would go on counting
+//     the follower's acknowledgements;
 //   - a leader stops counting the acknowledgements of every member whose
 //     server it lost its route to (w must name servers: RouteNamer, with
 //     ServerName), and stops leading at once if its lease needed them;
@@ -155,9 +158,6 @@ func (a *Agent) onRoutesClosed(closed []RoutedServer, left int) {
 			lost[id] = true
 		} else {
 			unnamed = true
-		}
-		if conn := a.fast.leaderConn[a.core.leader]; a.core.leader != "" && strings.HasPrefix(conn, s.ID+"/") {
-			lost[a.core.leader] = true // the leader's own connection is on that server
 		}
 	}
 	for id := range lost {

@@ -1,0 +1,88 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// TestRouteToServerLeaderIsConnectedToDoesNotReleaseFollower: the leader
+// gw5's connection is on another member's server (gw1's, as after a
+// reconnect), not on its own. When gw4's server loses its route to gw1's, gw5's
+// own server sees nothing, so gw5's agent keeps counting gw4's last
+// acknowledgement: gw4 must not be released from gw5 by it. (It was: the
+// route to the server gw5's heartbeats named counted as the route to gw5, and
+// gw4 won term 2 with gw2 and gw3, which had not heard gw5 for D, while gw5's
+// lease still ran on gw1's and gw4's acknowledgements.)
+func TestRouteToServerLeaderIsConnectedToDoesNotReleaseFollower(t *testing.T) {
+	synctest.Test(t, testRouteToServerLeaderIsConnectedTo)
+}
+
+func testRouteToServerLeaderIsConnectedTo(t *testing.T) {
+	net := NewMemNetwork()
+	net.ReportDisconnects() // heartbeats announce "mem/<id>.<n>": every connection is on server "mem", here gw1's
+	var members []election.Member
+	for i := 1; i <= 5; i++ {
+		members = append(members, election.Member{ID: "gw" + string(rune('0'+i)), Priority: i})
+	}
+	routes := &namedRoutes{
+		fakeRoutes: fakeRoutes{id: "S4", routed: map[string]bool{"mem": true, "S2": true, "S3": true, "S5": true}},
+		names: map[string]string{"mem": ServerName("g", "gw1"), "S2": ServerName("g", "gw2"),
+			"S3": ServerName("g", "gw3"), "S5": ServerName("g", "gw5")},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	agents := map[string]*Agent{}
+	for _, m := range members {
+		opts := []Option{WithTransport(net.Join(m.ID)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
+		if m.ID == "gw4" {
+			opts = append(opts, WithRouteWatch(routes))
+		}
+		a, err := New(Config{ID: m.ID, Group: "g", Members: members, Heartbeat: 50 * time.Millisecond, StateDir: t.TempDir(), Preemption: PreemptNever}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents[m.ID] = a
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = a.Run(ctx) }()
+	}
+	waitFor(t, 5*time.Second, "gw5 to lead", func() bool {
+		return agents["gw5"].IsLeader() && agents["gw1"].Leader() == "gw5" && agents["gw4"].Leader() == "gw5"
+	})
+	net.CutOneWay("gw5", "gw2")
+	net.CutOneWay("gw5", "gw3")
+	stall(400 * time.Millisecond) // well over D = 150 ms
+	if !agents["gw5"].IsLeader() {
+		t.Fatalf("gw5 should still lead on gw1 and gw4")
+	}
+	waitFor(t, time.Second, "gw4 fresh ack", func() bool {
+		for _, m := range agents["gw5"].Status().Members {
+			if m.ID == "gw4" {
+				return m.LastSeenMS == 0
+			}
+		}
+		return false
+	})
+	net.Cut("gw4", "gw5")
+	net.Cut("gw4", "gw1")
+	routes.set(map[string]bool{"S2": true, "S3": true, "S5": true})
+	both := false
+	for range 200 {
+		if agents["gw4"].IsLeader() && agents["gw5"].IsLeader() {
+			both = true
+			break
+		}
+		stall(time.Millisecond)
+	}
+	if both {
+		t.Fatalf("two leaders: gw4 (term %d) and gw5 (term %d, lease remaining %v) both IsLeader()",
+			agents["gw4"].Term(), agents["gw5"].Term(), agents["gw5"].LeaseRemaining())
+	}
+}
