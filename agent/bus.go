@@ -300,6 +300,15 @@ type transportBus struct {
 	wg      sync.WaitGroup
 	onBad   func(string)
 	onClose sync.Once
+	// announced is the connection the heartbeats of a term announced (mem
+	// only): as on the NATS bus, a term keeps it, and Up is true only while
+	// that very connection is up.
+	announced atomic.Pointer[memAnnouncement]
+}
+
+type memAnnouncement struct {
+	term uint64
+	conn string
 }
 
 func newTransportBus(t Transport, c BusContext) *transportBus {
@@ -342,13 +351,36 @@ func (b *transportBus) Open(h BusHooks) (<-chan Input, error) {
 func (b *transportBus) Send(m election.Message) error {
 	var announce func(uint64) string
 	if b.mem != nil {
-		announce = func(uint64) string { return b.mem.ConnID() }
+		announce = b.announce
 	}
 	return b.t.Send(Stamp(m, b.c.Config.Algorithm, announce))
 }
 
-func (b *transportBus) Connected() bool     { return b.t.Connected() }
-func (b *transportBus) Up(uint64) bool      { return b.mem == nil || b.mem.Connected() }
+func (b *transportBus) announce(term uint64) string {
+	if p := b.announced.Load(); p != nil && p.term == term {
+		return p.conn
+	}
+	id := b.mem.ConnID()
+	if id == "" {
+		b.announced.Store(nil)
+		return ""
+	}
+	b.announced.Store(&memAnnouncement{term: term, conn: id})
+	return id
+}
+
+func (b *transportBus) Connected() bool { return b.t.Connected() }
+
+func (b *transportBus) Up(term uint64) bool {
+	if b.mem == nil {
+		return true
+	}
+	if p := b.announced.Load(); p != nil && p.term == term {
+		return b.mem.ConnID() == p.conn
+	}
+	return b.mem.Connected()
+}
+
 func (b *transportBus) FastPath() bool      { return b.c.Fast && (b.c.Routes != nil || b.mem != nil) }
 func (b *transportBus) Flush(time.Duration) {}
 

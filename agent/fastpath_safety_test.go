@@ -86,3 +86,105 @@ func testRouteToServerLeaderIsConnectedTo(t *testing.T) {
 			agents["gw4"].Term(), agents["gw5"].Term(), agents["gw5"].LeaseRemaining())
 	}
 }
+
+// TestReconnectedElectionConnectionDoesNotLeadAgain: the leader gw3
+// announced its election connection (there is no presence connection), which
+// dropped and reconnected at once while gw3's loop was busy. The members were
+// told the announced connection closed and elect; IsLeader must stay false,
+// though a connection is up again: it is not the one the term announced. (It
+// said true: gw2 led term 2 while gw3 said it led term 1 with 80 ms of lease.)
+func TestReconnectedElectionConnectionDoesNotLeadAgain(t *testing.T) {
+	synctest.Test(t, testReconnectedElectionConnection)
+}
+
+func testReconnectedElectionConnection(t *testing.T) {
+	net := NewMemNetwork()
+	net.ReportDisconnects()
+	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	agents := map[string]*Agent{}
+	gate := make(chan struct{}, 1) // a token: gw3's loop may run
+	gate <- struct{}{}
+	for _, m := range members {
+		opts := []Option{WithTransport(net.Join(m.ID)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
+		woken := make(chan struct{}, 1)
+		if m.ID == "gw3" {
+			opts = append(opts, DrivenBy(func() {
+				select {
+				case woken <- struct{}{}:
+				default:
+				}
+			}))
+		}
+		a, err := New(Config{ID: m.ID, Group: "g", Members: members, Heartbeat: 50 * time.Millisecond, StateDir: t.TempDir(), Preemption: PreemptNever}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents[m.ID] = a
+		wg.Add(1)
+		if m.ID != "gw3" {
+			go func() { defer wg.Done(); _ = a.Run(ctx) }()
+			continue
+		}
+		go func() {
+			defer wg.Done()
+			d, err := a.Drive()
+			if err != nil {
+				return
+			}
+			for {
+				timer := time.NewTimer(time.Until(d.Due()))
+				select {
+				case <-ctx.Done():
+					timer.Stop()
+					_ = d.Stop()
+					return
+				case <-woken:
+				case <-timer.C:
+				}
+				timer.Stop()
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					_ = d.Stop()
+					return
+				}
+				err := d.Wake()
+				gate <- struct{}{}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	waitFor(t, 5*time.Second, "gw3 to lead", func() bool {
+		return agents["gw3"].IsLeader() && agents["gw1"].Leader() == "gw3" && agents["gw2"].Leader() == "gw3"
+	})
+	waitFor(t, time.Second, "a fresh acknowledgement", func() bool {
+		for _, m := range agents["gw3"].Status().Members {
+			if m.ID == "gw2" {
+				return m.LastSeenMS == 0
+			}
+		}
+		return false
+	})
+	<-gate // gw3's loop is busy for a moment
+	net.Disconnect("gw3")
+	net.Heal() // its client reconnected at once, on a new connection
+	both := false
+	for range 100 {
+		if agents["gw2"].IsLeader() && agents["gw3"].IsLeader() {
+			both = true
+			break
+		}
+		stall(time.Millisecond)
+	}
+	rem := agents["gw3"].LeaseRemaining()
+	gate <- struct{}{}
+	if both {
+		t.Fatalf("two leaders: gw2 (term %d) and gw3 (term %d, lease remaining %v) both IsLeader()",
+			agents["gw2"].Term(), agents["gw3"].Term(), rem)
+	}
+}

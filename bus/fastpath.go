@@ -119,51 +119,67 @@ func Presence(nc *nats.Conn) Option {
 }
 
 // presence is the agent's presence connection and what its heartbeats
-// announced of it.
+// announced.
 type presence struct {
 	nc *nats.Conn
-	// announced is the presence connection that a heartbeat announced, and
-	// the term of that heartbeat: while this agent leads that term, it acts
-	// only while that very connection is up.
+	// announced is the connection that the heartbeats of a term announced
+	// (the presence connection, or the election connection when there was
+	// none), and that term: while this agent leads that term, it acts only
+	// while that very connection is up.
 	announced atomic.Pointer[announcement]
 }
 
 type announcement struct {
-	term uint64
-	conn string
+	term     uint64
+	conn     string
+	presence bool // conn is the presence connection's, not the election connection's
 }
 
 // announceConn returns the connection identity a heartbeat of term
 // carries; it runs in the loop, for each heartbeat sent. The presence
 // connection is announced when it is up; otherwise the election
 // connection, so that a presence connection that cannot connect costs the
-// fast path its robustness, not the site its leader. Once a leadership (a
-// term) announced its presence connection it keeps announcing that one
-// (the leader steps down when it drops), so the members never switch back
-// to a connection that the leader no longer guards.
+// fast path its robustness, not the site its leader. A leadership (a term)
+// keeps announcing the connection its first heartbeat announced: the
+// members never switch to a connection that the leader no longer guards,
+// or to a new election connection that replaced the announced one while
+// the loop had not yet seen the drop (the members may have been told of
+// the old one's close, and its heartbeats must stay the ones that report
+// matched).
 func (b *Bus) announceConn(term uint64) string {
 	if p := b.pres.announced.Load(); p != nil && p.term == term {
 		return p.conn
 	}
 	if id := connIdentity(b.pres.nc); id != "" {
-		b.pres.announced.Store(&announcement{term: term, conn: id})
+		b.pres.announced.Store(&announcement{term: term, conn: id, presence: true})
 		return id
 	}
-	b.pres.announced.Store(nil)
-	return connIdentity(b.nc)
+	id := connIdentity(b.nc)
+	if id == "" {
+		b.pres.announced.Store(nil)
+		return ""
+	}
+	b.pres.announced.Store(&announcement{term: term, conn: id})
+	return id
 }
 
-// Up implements agent.Bus: the election connection is up, and the presence
-// connection too if a heartbeat of term announced it (the very connection
-// it announced, not one that replaced it).
+// Up implements agent.Bus: the election connection is up, and if a
+// heartbeat of term announced a connection, that very connection is up (not
+// one that replaced it: the server may have reported the announced one
+// closed, and the members may be electing on that report).
 func (b *Bus) Up(term uint64) bool {
 	if !b.nc.IsConnected() {
 		return false
 	}
-	if p := b.pres.announced.Load(); p != nil && p.term == term {
+	p := b.pres.announced.Load()
+	switch {
+	case p == nil || p.term != term:
+		return true
+	case p.presence:
 		return connIdentity(b.pres.nc) == p.conn
+	default:
+		return connIdentity(b.nc) == p.conn
 	}
-	return true
 }
 
 // watchPresence makes a drop of the presence connection reach the loop as

@@ -198,3 +198,40 @@ func counter(t *testing.T, a *agent.Agent, name string, want map[string]string) 
 	}
 	return v
 }
+
+// TestTermKeepsTheElectionConnectionItAnnounced: a leader without a presence
+// connection announces its election connection. When that connection drops
+// and reconnects before the loop has seen the drop, the members may already
+// be electing on the server's report of the announced one: Up must say no
+// for the term (the connection up now is not the one it announced), and the
+// term keeps announcing the old identity, which the report matched. A later
+// term announces the new connection.
+func TestTermKeepsTheElectionConnectionItAnnounced(t *testing.T) {
+	s := startSysServer(t)
+	nc, err := nats.Connect(s.ClientURL(), nats.ReconnectWait(time.Millisecond), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	b := &Bus{nc: nc}
+	first := b.announceConn(1)
+	if first == "" || !b.Up(1) {
+		t.Fatalf("announced %q, Up(1) %v: want the election connection, up", first, b.Up(1))
+	}
+	if err := nc.ForceReconnect(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "a new election connection", func() bool {
+		id := connIdentity(nc)
+		return id != "" && id != first
+	})
+	if b.Up(1) {
+		t.Fatalf("Up(1) is true on %s, but term 1 announced %s", connIdentity(nc), first)
+	}
+	if got := b.announceConn(1); got != first {
+		t.Fatalf("term 1 announced %q after the reconnect, want %q as before", got, first)
+	}
+	if now := b.announceConn(2); now != connIdentity(nc) || !b.Up(2) {
+		t.Fatalf("term 2 announced %q (Up %v), want the new connection %q", now, b.Up(2), connIdentity(nc))
+	}
+}
