@@ -202,6 +202,10 @@ type fastPath struct {
 	// (actedOnReport, resigned).
 	goneID   string
 	goneTerm uint64
+	// heardFence is until when an answer this agent received said the
+	// sender's fence runs (Message.Fence): a leadership that such answers
+	// give waits it out too (fenceUntil).
+	heardFence time.Duration
 }
 
 type request struct {
@@ -697,6 +701,7 @@ func (a *Agent) step(m election.Message) bool {
 	if m.Type == election.MsgResign {
 		a.resigned(m)
 	}
+	a.heardFenceOf(m)
 	a.traceMessage("in", m)
 	if serr := a.node.Step(m); serr != nil {
 		a.countRejected(serr)
@@ -963,6 +968,7 @@ func (a *Agent) sendReady(rd election.Ready, withhold bool) {
 				a.core.sentAt[m.Seq] = sendAt
 			}
 		}
+		m.Fence = a.fenceLeft(m, sendAt)
 		a.traceMessage("out", m)
 		if err := a.in.bus.Send(m); err != nil {
 			a.log.Debug("send failed", "type", m.Type, "err", err)

@@ -93,13 +93,47 @@ func (a *Agent) resigned(m election.Message) {
 	a.log.Debug("the reported leader resigned: no fence", "leader", m.From, "term", m.Term)
 }
 
-// fence returns until when a leader elected on a disconnect report must wait
-// before it acts, on the monotonic clock (0: no fence).
+// fenceUntil returns until when a leader elected now must wait before it
+// acts, on the monotonic clock (0: no fence): its own fence, if it acted on
+// a report within D, and the fences its voters said they were in.
 func (a *Agent) fenceUntil() time.Duration {
+	return max(a.ownFence(), a.fast.heardFence)
+}
+
+// ownFence returns until when this agent's own fence runs: the fence after
+// it acted on a report, within D of it (0: none).
+func (a *Agent) ownFence() time.Duration {
 	if a.fast.fastAt == 0 || a.mono()-a.fast.fastAt > a.cfg.SuspectAfter() {
 		return 0
 	}
 	return a.fast.fastAt + a.cfg.Fence
+}
+
+// fenceLeft is the Fence that m, sent at now, says: what is left of this
+// agent's own fence, on an acknowledgement or a granted vote (the answers
+// that count for a leadership). A member released by a report may give its
+// vote at once, to a candidate that did not see the report itself (it had
+// not heard the old leader, or its own copy of the report is late): without
+// this, that candidate would lead at once, while the old leader may still
+// act for a moment after its connection closed.
+func (a *Agent) fenceLeft(m election.Message, now time.Duration) int64 {
+	if m.Type != election.MsgAck && (m.Type != election.MsgVote || !m.Granted) {
+		return 0
+	}
+	return int64(max(0, a.ownFence()-now))
+}
+
+// heardFenceOf notes the fence an answer says its sender is in: a
+// leadership it helps give waits until the fence ends, counted from its
+// arrival (later than the sender's own end, never earlier). A fence longer
+// than this agent's lease is cut to it: every fence is shorter than its
+// member's lease, and a forged one must not keep a leader idle for long.
+func (a *Agent) heardFenceOf(m election.Message) {
+	if m.Fence <= 0 { // honoured with the fast path off here too: the sender had it on
+		return
+	}
+	until := a.mono() + min(time.Duration(m.Fence), a.cfg.Lease)
+	a.fast.heardFence = max(a.fast.heardFence, until)
 }
 
 // RouteWatcher is the agent's view of its own embedded, clustered NATS

@@ -158,6 +158,14 @@ type Message struct {
 	// reader takes its own D. The core sets it on what it sends in its own
 	// ticks; a transport between members of other tick lengths converts.
 	Promise int
+	// Fence, on an Ack or a granted Vote, is how much was left, when the
+	// sender sent it, of the sender's fast-path fence: the sender was
+	// released from its leader by a report that the leader's connection (or
+	// the route to its server) closed, and that leader may still act for a
+	// moment. A member that leads on such an answer waits it out before it
+	// acts, as if it had acted on the report itself. In nanoseconds of the
+	// agent's clock; stamped and read by the agent, the cores ignore it.
+	Fence int64
 }
 
 // Role is a node's part in its group.

@@ -35,10 +35,21 @@ import (
 //	   its lease only as long as that D allows (election.Message.Promise),
 //	   so that a lease longer than another gateway's D, as mid-way through
 //	   a timing change, is shortened rather than outlived
+//	5  an acknowledgement and a granted vote sent within the sender's
+//	   fast-path fence say what is left of it ("fence", in
+//	   milliseconds): a member that leads on them waits it out before it
+//	   acts, as if it had acted on the report of the old leader's closed
+//	   connection itself
 const (
 	ProtocolMin = 1
-	ProtocolMax = 4
+	ProtocolMax = 5
 )
+
+// ProtocolFence is the first protocol version whose members read a fence.
+// An older member is not sent it (it would drop the message for a key it
+// does not know); it leads on such answers without waiting, as every build
+// before it did.
+const ProtocolFence = 5
 
 // ProtocolPromise is the first protocol version whose members read a
 // promise. To an older member it is not sent: it would drop the message
@@ -191,6 +202,9 @@ func Downgrade(m election.Message, level int) election.Message {
 	}
 	if level < ProtocolPromise {
 		m.Promise = 0
+	}
+	if level < ProtocolFence {
+		m.Fence = 0
 	}
 	return m
 }

@@ -26,6 +26,10 @@ const WireMaxMembers = 256
 // longest D an agent's config accepts, 100 heartbeats of a minute.
 const MaxPromise = 100 * time.Minute
 
+// MaxFence bounds a fence (election.Message.Fence) on the wire: a fence is
+// shorter than the lease, which is shorter than D.
+const MaxFence = MaxPromise
+
 // MaxMessageSize is the largest encoded message, in bytes; anything larger is
 // dropped before it is parsed. It fits the largest legal message of a group
 // of WireMaxMembers members with 64-byte ids: a message carries at most one
@@ -114,6 +118,10 @@ type wireMessage struct {
 	// Promise, on an ack or a granted vote (protocol 4), is the sender's D
 	// in milliseconds (election.Message.Promise).
 	Promise int64 `json:"promise,omitempty"`
+	// Fence, on an ack or a granted vote (protocol 5), is what was left of
+	// the sender's fast-path fence, in milliseconds rounded up
+	// (election.Message.Fence).
+	Fence int64 `json:"fence,omitempty"`
 	// Inst names a process, on an instance announcement (instance.go).
 	Inst string `json:"inst,omitempty"`
 	// Ep and N number a signed message (epoch of the sender's process,
@@ -233,6 +241,9 @@ func EncodeTimed(group string, tick time.Duration, m election.Message, ep, n uin
 	if m.Promise > 0 && tick > 0 {
 		w.Promise = (time.Duration(m.Promise) * tick).Milliseconds()
 	}
+	if m.Fence > 0 {
+		w.Fence = int64((time.Duration(m.Fence) + time.Millisecond - 1) / time.Millisecond)
+	}
 	if level >= 2 {
 		w.PV = ProtocolMax
 	}
@@ -347,6 +358,15 @@ func decodeChecked(w wireMessage, subject string, expect DecodeContext) (electio
 		// tick (0 means not said). Without a tick, it is not read.
 		if expect.Tick > 0 {
 			m.Promise = max(1, int(time.Duration(w.Promise)*time.Millisecond/expect.Tick))
+		}
+	}
+	if w.Fence != 0 {
+		if w.Fence < 0 || w.Fence > MaxFence.Milliseconds() {
+			return election.Message{}, bad(ReasonBadField, "fence of %d ms on %s", w.Fence, t)
+		}
+		m.Fence = int64(time.Duration(w.Fence) * time.Millisecond)
+		if err := checkFields(m); err != nil {
+			return election.Message{}, err
 		}
 	}
 	if n := len(expect.Members); len(m.Alive) > n || len(m.Participants) > n {
@@ -594,7 +614,7 @@ func plainList(raw []byte) ([]string, bool) {
 }
 
 // fieldNames are the wire format's keys, by the bit field gives them.
-var fieldNames = [...]string{"v", "group", "type", "from", "to", "term", "seq", "granted", "alive", "nominee", "initiator", "candidate", "participants", "conn", "alg", "drained", "inst", "ep", "n", "pv", "promise"}
+var fieldNames = [...]string{"v", "group", "type", "from", "to", "term", "seq", "granted", "alive", "nominee", "initiator", "candidate", "participants", "conn", "alg", "drained", "inst", "ep", "n", "pv", "promise", "fence"}
 
 // field returns the bit of key among the wire format's keys and a pointer
 // to the field of w that it names; a bit of 0 for a key the wire format
@@ -643,6 +663,8 @@ func (w *wireMessage) field(key string) (uint32, any) {
 		return 1 << 19, &w.PV
 	case "promise":
 		return 1 << 20, &w.Promise
+	case "fence":
+		return 1 << 21, &w.Fence
 	}
 	return 0, nil
 }
@@ -749,6 +771,10 @@ func checkFields(m election.Message) error {
 		return bad(ReasonBadField, "drained set on %s", t)
 	case !r.promise && m.Promise != 0, m.Type == election.MsgVote && !m.Granted && m.Promise != 0:
 		return bad(ReasonBadField, "promise set on %s", t)
+	case !r.promise && m.Fence != 0, m.Type == election.MsgVote && !m.Granted && m.Fence != 0:
+		return bad(ReasonBadField, "fence set on %s", t)
+	case m.Fence < 0 || m.Fence > int64(MaxFence):
+		return bad(ReasonBadField, "fence of %s on %s", time.Duration(m.Fence), t)
 	case m.Algorithm != "" && m.Algorithm != "bully" && m.Algorithm != "ring":
 		return bad(ReasonBadField, "alg %q is not bully or ring", m.Algorithm)
 	case !validConn(m.Conn):

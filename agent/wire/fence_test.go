@@ -1,0 +1,89 @@
+package wire_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edge-agent/edge-agent/agent/wire"
+	"github.com/edge-agent/edge-agent/election"
+)
+
+// A fence (what is left of the sender's fast-path fence) goes out in
+// milliseconds rounded up, so that the receiver never waits less than the
+// sender would have; it is sent only to members of protocol 5 or later and
+// only on an ack or a granted vote.
+func TestWireFence(t *testing.T) {
+	ack := election.Message{Type: election.MsgAck, From: "c", To: "b", Term: 3, Seq: 10}
+	for _, tc := range []struct {
+		fence time.Duration
+		ms    string
+		want  time.Duration
+	}{
+		{10 * time.Millisecond, `"fence":10`, 10 * time.Millisecond},
+		{9*time.Millisecond + time.Microsecond, `"fence":10`, 10 * time.Millisecond}, // rounded up
+		{time.Nanosecond, `"fence":1`, time.Millisecond},
+	} {
+		m := ack
+		m.Fence = int64(tc.fence)
+		data, err := wire.EncodeAt("g", m, 0, 0, wire.ProtocolMax)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), tc.ms) {
+			t.Errorf("fence %s: encoded %s, want %s", tc.fence, data, tc.ms)
+		}
+		got, err := wire.Decode(data, wireSubject(m), wireCtx())
+		if err != nil || got.Fence != int64(tc.want) {
+			t.Errorf("fence %s: decoded %s (%v), want %s", tc.fence, time.Duration(got.Fence), err, tc.want)
+		}
+	}
+
+	// Not to an older member, whose parser drops an unknown key.
+	withFence := ack
+	withFence.Fence = int64(5 * time.Millisecond)
+	for level := wire.ProtocolMin; level < wire.ProtocolFence; level++ {
+		data, err := wire.EncodeAt("g", withFence, 0, 0, level)
+		if err != nil || strings.Contains(string(data), "fence") {
+			t.Errorf("protocol %d gets a fence: %s (%v)", level, data, err)
+		}
+	}
+
+	vote := election.Message{Type: election.MsgVote, From: "c", To: "b", Term: 3, Seq: 1, Granted: true, Fence: int64(time.Millisecond)}
+	if _, err := wire.EncodeAt("g", vote, 0, 0, wire.ProtocolMax); err != nil {
+		t.Errorf("a granted vote with a fence: %v", err)
+	}
+	for _, m := range []election.Message{
+		{Type: election.MsgVote, From: "c", To: "b", Term: 3, Seq: 1, Fence: int64(time.Millisecond)},
+		{Type: election.MsgHeartbeat, From: "c", Term: 3, Seq: 1, Fence: int64(time.Millisecond)},
+		{Type: election.MsgCoordinator, From: "c", Term: 3, Seq: 1, Fence: int64(time.Millisecond)},
+		{Type: election.MsgAck, From: "c", To: "b", Term: 3, Seq: 1, Fence: -1},
+		{Type: election.MsgAck, From: "c", To: "b", Term: 3, Seq: 1, Fence: int64(wire.MaxFence + time.Millisecond)},
+	} {
+		if _, err := wire.EncodeAt("g", m, 0, 0, wire.ProtocolMax); err == nil {
+			t.Errorf("encoded a fence of %d on %s (granted %v)", m.Fence, m.Type, m.Granted)
+		}
+	}
+
+	for _, raw := range []string{
+		`{"v":1,"group":"g","type":"vote","from":"c","to":"b","term":3,"seq":1,"granted":false,"fence":3}`,
+		`{"v":1,"group":"g","type":"heartbeat","from":"c","term":3,"seq":1,"fence":3}`,
+		`{"v":1,"group":"g","type":"ack","from":"c","to":"b","term":3,"seq":1,"fence":-1}`,
+		`{"v":1,"group":"g","type":"ack","from":"c","to":"b","term":3,"seq":1,"fence":6000001}`,
+		`{"v":1,"group":"g","type":"ack","from":"c","to":"b","term":3,"seq":1,"fence":"3"}`,
+	} {
+		var be *wire.BadMessageError
+		m := election.Message{From: "c", To: "b"}
+		if strings.Contains(raw, "heartbeat") {
+			m.To = ""
+		}
+		if _, err := wire.Decode([]byte(raw), wireSubject(m), wireCtx()); !errors.As(err, &be) || (be.Reason != wire.ReasonBadField && be.Reason != wire.ReasonMalformed) {
+			t.Errorf("%s: %v, want bad_field or malformed", raw, err)
+		}
+	}
+	raw := `{"v":1,"group":"g","type":"ack","from":"c","to":"b","term":3,"seq":1,"fence":6000000}`
+	if got, err := wire.Decode([]byte(raw), wireSubject(ack), wireCtx()); err != nil || got.Fence != int64(wire.MaxFence) {
+		t.Errorf("the longest fence (100 minutes): %d, %v", got.Fence, err)
+	}
+}
