@@ -260,3 +260,65 @@ func winnerAfterReport(t *testing.T) string {
 	}
 	return winner
 }
+
+// TestFenceOfTheVoters: a member that did not act on a report waits the
+// fence its voters' answers say (cut to its lease); one that acted on the
+// report itself keeps its own fence, which began when it learned of the
+// close and so covers the old leader as the voters' would, and a RESIGN of
+// the reported leader lifts it whatever the voters said.
+func TestFenceOfTheVoters(t *testing.T) {
+	const term = 5
+	newAgent := func(t *testing.T) *Agent {
+		members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
+		cfg := Config{ID: "gw1", Group: "g", Members: members, Heartbeat: 100 * time.Millisecond, StateDir: t.TempDir(), Preemption: PreemptNever}
+		net := NewMemNetwork()
+		net.ReportDisconnects()
+		a, err := New(cfg, WithTransport(net.Join("gw1")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.store.Close() })
+		return a
+	}
+	vote := func(fence time.Duration) election.Message {
+		return election.Message{Type: election.MsgVote, From: "gw2", To: "gw1", Term: term + 1, Seq: 1, Granted: true, Fence: int64(fence)}
+	}
+
+	t.Run("not acted: the voters' fence", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := newAgent(t)
+			a.step(vote(30 * time.Millisecond))
+			if got, want := a.fenceUntil()-a.mono(), 30*time.Millisecond; got != want {
+				t.Fatalf("fence %v from now, want about %v", got, want)
+			}
+			a.step(vote(time.Hour))
+			if got := a.fenceUntil() - a.mono(); got > a.cfg.Lease {
+				t.Fatalf("a fence of an hour kept %v, more than the lease %v", got, a.cfg.Lease)
+			}
+		})
+	})
+	t.Run("acted: its own fence", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := newAgent(t)
+			stall(time.Millisecond) // a monotonic reading of 0 means "never"
+			const conn = "gw3-conn"
+			a.step(election.Message{Type: election.MsgHeartbeat, From: "gw3", Term: term, Seq: 1, Conn: conn})
+			if err := a.process(); err != nil {
+				t.Fatal(err)
+			}
+			a.onMemberGone("gw3", conn)
+			own := a.fenceUntil()
+			if own == 0 {
+				t.Fatal("no fence after acting on the report")
+			}
+			a.step(vote(3 * a.cfg.Fence))
+			if got := a.fenceUntil(); got != own {
+				t.Fatalf("a voter's longer fence moved its own from %v to %v", own, got)
+			}
+			a.step(election.Message{Type: election.MsgResign, From: "gw3", Term: term})
+			if got := a.fenceUntil(); got != 0 {
+				t.Fatalf("after the reported leader's RESIGN, fence until %v (a voter's), want none", got)
+			}
+		})
+	})
+}
