@@ -19,7 +19,7 @@ var twoPassKeys = map[string]bool{
 	"v": true, "group": true, "type": true, "from": true, "to": true,
 	"term": true, "seq": true, "granted": true, "alive": true,
 	"nominee": true, "initiator": true, "candidate": true, "participants": true, "conn": true,
-	"ep": true, "n": true, "alg": true, "drained": true, "inst": true, "pv": true, "promise": true,
+	"ep": true, "n": true, "alg": true, "drained": true, "inst": true, "pv": true, "promise": true, "fence": true,
 }
 
 func parseTwoPass(data []byte) (wireMessage, error) {
@@ -105,7 +105,7 @@ func parseSeeds() []string {
 		`{"\u0076":1,"group":"g"}`, `{"v":1,"\u0076":1}`, "{\"v\":2,\"a\xff\":1,\"a\xfe\":1}", `{"v":2,"x":1,"x":2}`,
 		` { "v" : 1 , "term" : 18446744073709551615 , "seq" : 0 } `, `{"v":1,"term":18446744073709551616}`,
 		`{"v":1,"alive":["]","}",",","\""],"conn":"a\"b\\"}`, `{"v":1,"group":"g\u00e9","from":"\t"}`,
-		`{"v":1,"type":"ack","promise":300}`, `{"v":1,"promise":"300"}`, `{"v":1,"promise":-5}`, `{"v":1,"promise":1e3}`,
+		`{"v":1,"type":"ack","promise":300}`, `{"v":1,"promise":"300"}`, `{"v":1,"promise":-5}`, `{"v":1,"promise":1e3}`, `{"v":1,"type":"ack","fence":10}`, `{"v":1,"fence":"10"}`, `{"v":1,"fence":-1}`,
 		`{"v":1,"term":0e5}`, `{"v":1,"term":-0}`, `{"v":1,"granted":{"a":[1,{"b":"}"}]}}`, `{"v":01}`, "{\"v\":1,\"from\":\"a\x01\"}",
 	}
 }

@@ -416,6 +416,8 @@ func FuzzDecode(f *testing.F) {
 		`{"v":1e0,"group":"g","type":"election","from":"a"}`,
 		"{\"v\":1,\"group\":\"g\",\"type\":\"election\",\"from\":\"a\xff\"}",
 		`{"v":1,"group":"g","type":"election","from":"a","alive":[[[[[]]]]]}`,
+		`{"v":1,"group":"g","type":"ack","from":"b","to":"a","term":3,"seq":1,"fence":10}`,
+		`{"v":1,"group":"g","type":"vote","from":"b","to":"a","term":3,"seq":1,"granted":false,"fence":10}`,
 	} {
 		f.Add([]byte(s), hb)
 	}
