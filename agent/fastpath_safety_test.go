@@ -73,15 +73,7 @@ func testRouteToServerLeaderIsConnectedTo(t *testing.T) {
 	net.Cut("gw4", "gw5")
 	net.Cut("gw4", "gw1")
 	routes.set(map[string]bool{"S2": true, "S3": true, "S5": true})
-	both := false
-	for range 200 {
-		if agents["gw4"].IsLeader() && agents["gw5"].IsLeader() {
-			both = true
-			break
-		}
-		stall(time.Millisecond)
-	}
-	if both {
+	if bothLead(agents["gw4"], agents["gw5"], 200*time.Millisecond) {
 		t.Fatalf("two leaders: gw4 (term %d) and gw5 (term %d, lease remaining %v) both IsLeader()",
 			agents["gw4"].Term(), agents["gw5"].Term(), agents["gw5"].LeaseRemaining())
 	}
@@ -173,14 +165,7 @@ func testReconnectedElectionConnection(t *testing.T) {
 	<-gate // gw3's loop is busy for a moment
 	net.Disconnect("gw3")
 	net.Heal() // its client reconnected at once, on a new connection
-	both := false
-	for range 100 {
-		if agents["gw2"].IsLeader() && agents["gw3"].IsLeader() {
-			both = true
-			break
-		}
-		stall(time.Millisecond)
-	}
+	both := bothLead(agents["gw2"], agents["gw3"], 100*time.Millisecond)
 	rem := agents["gw3"].LeaseRemaining()
 	gate <- struct{}{}
 	if both {
@@ -321,4 +306,15 @@ func TestFenceOfTheVoters(t *testing.T) {
 			}
 		})
 	})
+}
+
+// bothLead reports whether a and b both said they lead at one moment within
+// d, looking every millisecond (of the bubble's clock).
+func bothLead(a, b *Agent, d time.Duration) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); stall(time.Millisecond) {
+		if a.IsLeader() && b.IsLeader() {
+			return true
+		}
+	}
+	return false
 }
