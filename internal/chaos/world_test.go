@@ -274,6 +274,25 @@ func (w *world) agreeConnected(timeout time.Duration) (harness.Agreement, error)
 	return a, nil
 }
 
+// allConnected waits until every agent says its bus connection is up. An
+// agent whose link a fault cut reconnects only after its client's reconnect
+// wait (hundreds of milliseconds), and until then it may still name the
+// leader it backed, so agreement alone does not show that it is back.
+func (w *world) allConnected(timeout time.Duration) error {
+	return poll.Every(5*time.Millisecond, timeout, "every agent connected", func() (bool, string) {
+		for _, id := range w.ids {
+			st, err := w.status(id)
+			if err != nil {
+				return false, id + ": " + err.Error()
+			}
+			if !st.NATSConnected {
+				return false, id + " is not connected"
+			}
+		}
+		return true, ""
+	})
+}
+
 func (w *world) connectedAgreement() (harness.Agreement, bool, string) {
 	var a harness.Agreement
 	connected := 0
