@@ -197,7 +197,6 @@ type fastPath struct {
 	routes     RouteWatcher      // given to the bus, which reports closed routes
 	leaderConn map[string]string // member -> bus connection its last heartbeat announced
 	fastAt     time.Duration     // when this agent last acted on a disconnect report (0 once a RESIGN lifted its fence)
-	reportAt   time.Duration     // the same, kept when a RESIGN lifts the fence
 	// The leader that report released this agent from, and this agent's
 	// term then: that leader's RESIGN of that term lifts the fence
 	// (actedOnReport, resigned).

@@ -69,7 +69,6 @@ func (a *Agent) onOwnDisconnect() {
 // in, or a later one it moved to since.
 func (a *Agent) actedOnReport(id string) {
 	a.fast.fastAt = a.mono()
-	a.fast.reportAt = a.fast.fastAt
 	a.fast.goneID, a.fast.goneTerm = id, a.core.lastHS.Term
 }
 
@@ -95,18 +94,15 @@ func (a *Agent) resigned(m election.Message) {
 }
 
 // fenceUntil returns until when a leader elected now must wait before it
-// acts, on the monotonic clock (0: no fence): its own fence if it acted on a
-// report within D (none if the reported leader's RESIGN lifted it), else the
-// fences its voters said they were in. A member's fence runs from when it
-// learned of the close, which is after the close itself, so the winner's own
-// fence covers the old leader as well as its voters' would; theirs would
-// only add how much later their reports came, and the transit of their
-// answers (about 0.5 ms on the crash benchmark's p50).
+// acts, on the monotonic clock (0: no fence): the later of its own fence, if
+// it acted on a report within D (none once the reported leader's RESIGN
+// lifted it), and the fences its voters said they were in. Not its own
+// alone, though its own began after a close too: the report it acted on may
+// be of another event than its voters' (a closed route that left the leader
+// leading on the others, then the leader's own connection closing; or
+// another leader's end), whose fence ends later (TestOwnEarlierReportKeepsTheVotersFence).
 func (a *Agent) fenceUntil() time.Duration {
-	if a.fast.reportAt != 0 && a.mono()-a.fast.reportAt <= a.cfg.SuspectAfter() {
-		return a.ownFence()
-	}
-	return a.fast.heardFence
+	return max(a.ownFence(), a.fast.heardFence)
 }
 
 // ownFence returns until when this agent's own fence runs: the fence after
