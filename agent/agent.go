@@ -202,10 +202,14 @@ type fastPath struct {
 	// (actedOnReport, resigned).
 	goneID   string
 	goneTerm uint64
-	// heardFence is until when an answer this agent received said the
-	// sender's fence runs (Message.Fence): a leadership that such answers
-	// give waits it out too (fenceUntil).
-	heardFence time.Duration
+	// fenceConn is the closed connection whose report set fastAt ("" for
+	// a closed route); kept when a RESIGN lifts the fence.
+	fenceConn string
+	// heard holds until when the answers this agent received said their
+	// senders' fences run (Message.Fence), by the closed connection each
+	// is about (Message.FenceConn): a leadership that such answers give
+	// waits them out too (fenceUntil).
+	heard map[string]time.Duration
 }
 
 type request struct {
@@ -968,7 +972,7 @@ func (a *Agent) sendReady(rd election.Ready, withhold bool) {
 				a.core.sentAt[m.Seq] = sendAt
 			}
 		}
-		m.Fence = a.fenceLeft(m, sendAt)
+		m.Fence, m.FenceConn = a.fenceLeft(m, sendAt)
 		a.traceMessage("out", m)
 		if err := a.in.bus.Send(m); err != nil {
 			a.log.Debug("send failed", "type", m.Type, "err", err)

@@ -40,7 +40,7 @@ func (a *Agent) onMemberGone(id, conn string) {
 		return
 	}
 	if a.node.LeaderGone(id, conn) {
-		a.actedOnReport(id)
+		a.actedOnReport(id, conn)
 		a.m.fastSuspicions.Inc()
 		a.log.Info("leader's connection closed: electing now", "leader", id)
 	}
@@ -67,8 +67,9 @@ func (a *Agent) onOwnDisconnect() {
 // agent's persisted term, which the core's answer to the report has not
 // changed yet (it is saved in the loop's next Ready): the term it backed id
 // in, or a later one it moved to since.
-func (a *Agent) actedOnReport(id string) {
+func (a *Agent) actedOnReport(id, conn string) {
 	a.fast.fastAt = a.mono()
+	a.fast.fenceConn = conn
 	a.fast.goneID, a.fast.goneTerm = id, a.core.lastHS.Term
 }
 
@@ -96,13 +97,23 @@ func (a *Agent) resigned(m election.Message) {
 // fenceUntil returns until when a leader elected now must wait before it
 // acts, on the monotonic clock (0: no fence): the later of its own fence, if
 // it acted on a report within D (none once the reported leader's RESIGN
-// lifted it), and the fences its voters said they were in. Not its own
-// alone, though its own began after a close too: the report it acted on may
-// be of another event than its voters' (a closed route that left the leader
-// leading on the others, then the leader's own connection closing; or
-// another leader's end), whose fence ends later (TestOwnEarlierReportKeepsTheVotersFence).
+// lifted it), and the fences its voters said they were in. A voter's fence
+// about the very connection whose report this agent acted on is left out:
+// this agent's own fence began after that same close, which is all a fence
+// is measured from (a voter's would add only how much later its report came
+// and the transit of its answer). Any other is waited out: the report this
+// agent acted on may be of another event than its voters' (a closed route
+// that left the leader leading on the others, then the leader's own
+// connection closing; TestOwnEarlierReportKeepsTheVotersFence).
 func (a *Agent) fenceUntil() time.Duration {
-	return max(a.ownFence(), a.fast.heardFence)
+	until := a.ownFence()
+	for conn, t := range a.fast.heard {
+		if conn != "" && conn == a.fast.fenceConn {
+			continue
+		}
+		until = max(until, t)
+	}
+	return until
 }
 
 // ownFence returns until when this agent's own fence runs: the fence after
@@ -114,31 +125,53 @@ func (a *Agent) ownFence() time.Duration {
 	return a.fast.fastAt + a.cfg.Fence
 }
 
-// fenceLeft is the Fence that m, sent at now, says: what is left of this
-// agent's own fence, on an acknowledgement or a granted vote (the answers
-// that count for a leadership). A member released by a report may give its
-// vote at once, to a candidate that did not see the report itself (it had
-// not heard the old leader, or its own copy of the report is late): without
-// this, that candidate would lead at once, while the old leader may still
-// act for a moment after its connection closed.
-func (a *Agent) fenceLeft(m election.Message, now time.Duration) int64 {
+// fenceLeft is the Fence (and FenceConn) that m, sent at now, says: what is
+// left of this agent's own fence, on an acknowledgement or a granted vote
+// (the answers that count for a leadership). A member released by a report
+// may give its vote at once, to a candidate that did not see the report
+// itself (it had not heard the old leader, or its own copy of the report is
+// late): without this, that candidate would lead at once, while the old
+// leader may still act for a moment after its connection closed.
+func (a *Agent) fenceLeft(m election.Message, now time.Duration) (int64, string) {
 	if m.Type != election.MsgAck && (m.Type != election.MsgVote || !m.Granted) {
-		return 0
+		return 0, ""
 	}
-	return int64(max(0, a.ownFence()-now))
+	left := a.ownFence() - now
+	if left <= 0 {
+		return 0, ""
+	}
+	return int64(left), a.fast.fenceConn
 }
+
+// maxHeard bounds the fences kept by connection; beyond it they merge into
+// the entry of no connection, which is always waited out.
+const maxHeard = 8
 
 // heardFenceOf notes the fence an answer says its sender is in: a
 // leadership it helps give waits until the fence ends, counted from its
 // arrival (later than the sender's own end, never earlier). A fence longer
 // than this agent's lease is cut to it: every fence is shorter than its
 // member's lease, and a forged one must not keep a leader idle for long.
+// Honoured with the fast path off here too: the sender had it on.
 func (a *Agent) heardFenceOf(m election.Message) {
-	if m.Fence <= 0 { // honoured with the fast path off here too: the sender had it on
+	if m.Fence <= 0 {
 		return
 	}
-	until := a.mono() + min(time.Duration(m.Fence), a.cfg.Lease)
-	a.fast.heardFence = max(a.fast.heardFence, until)
+	now := a.mono()
+	until := now + min(time.Duration(m.Fence), a.cfg.Lease)
+	if a.fast.heard == nil {
+		a.fast.heard = map[string]time.Duration{}
+	}
+	for conn, t := range a.fast.heard {
+		if t <= now {
+			delete(a.fast.heard, conn)
+		}
+	}
+	conn := m.FenceConn
+	if _, ok := a.fast.heard[conn]; !ok && len(a.fast.heard) >= maxHeard {
+		conn = ""
+	}
+	a.fast.heard[conn] = max(a.fast.heard[conn], until)
 }
 
 // RouteWatcher is the agent's view of its own embedded, clustered NATS
@@ -204,7 +237,7 @@ func (a *Agent) onRoutesClosed(closed []RoutedServer, left int) {
 			continue
 		}
 		if a.node.RouteLost(id) && a.core.role != election.Leader && id == a.core.leader {
-			a.actedOnReport(id)
+			a.actedOnReport(id, "")
 			a.m.fastSuspicions.Inc()
 			a.log.Info("route to the leader's server closed: electing now", "leader", id)
 		}

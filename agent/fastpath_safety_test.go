@@ -248,8 +248,10 @@ func winnerAfterReport(t *testing.T) string {
 
 // TestFenceOfTheVoters: a member waits the fence its voters' answers say
 // (cut to its lease), and the later of that and its own when it acted on a
-// report itself; a RESIGN of the reported leader lifts its own fence, not
-// what its voters said.
+// report itself, except a voter's fence about the very connection whose
+// close it acted on (its own began after that close too); a RESIGN of the
+// reported leader lifts its own fence, not what its voters said of other
+// events.
 func TestFenceOfTheVoters(t *testing.T) {
 	const term = 5
 	newAgent := func(t *testing.T) *Agent {
@@ -298,6 +300,12 @@ func TestFenceOfTheVoters(t *testing.T) {
 			a.step(vote(a.cfg.Fence / 2))
 			if got := a.fenceUntil(); got != own {
 				t.Fatalf("a voter's shorter fence moved its own from %v to %v", own, got)
+			}
+			same := vote(3 * a.cfg.Fence)
+			same.FenceConn = conn
+			a.step(same)
+			if got := a.fenceUntil(); got != own {
+				t.Fatalf("a voter's fence about the same closed connection moved its own from %v to %v", own, got)
 			}
 			a.step(vote(3 * a.cfg.Fence))
 			heard := a.mono() + 3*a.cfg.Fence

@@ -166,6 +166,11 @@ type Message struct {
 	// acts, as if it had acted on the report itself. In nanoseconds of the
 	// agent's clock; stamped and read by the agent, the cores ignore it.
 	Fence int64
+	// FenceConn, with Fence, names the closed connection whose report began
+	// the sender's fence ("" for a closed route): a member that acted on
+	// the report of that very connection itself has a fence of its own for
+	// the same close and need not wait the sender's.
+	FenceConn string
 }
 
 // Role is a node's part in its group.

@@ -50,6 +50,28 @@ func TestWireFence(t *testing.T) {
 		}
 	}
 
+	// The closed connection it is about goes with it, and only with it.
+	about := ack
+	about.Fence, about.FenceConn = int64(3*time.Millisecond), "NSRV/7"
+	data, err := wire.EncodeAt("g", about, 0, 0, wire.ProtocolMax)
+	if err != nil || !strings.Contains(string(data), `"fenceconn":"NSRV/7"`) {
+		t.Fatalf("fenceconn: %s (%v)", data, err)
+	}
+	if got, err := wire.Decode(data, wireSubject(about), wireCtx()); err != nil || got.FenceConn != "NSRV/7" || got.Fence != int64(3*time.Millisecond) {
+		t.Errorf("decoded %+v (%v)", got, err)
+	}
+	if data, _ := wire.EncodeAt("g", about, 0, 0, wire.ProtocolFence-1); strings.Contains(string(data), "fenceconn") {
+		t.Errorf("protocol %d gets a fenceconn: %s", wire.ProtocolFence-1, data)
+	}
+	for _, m := range []election.Message{
+		{Type: election.MsgAck, From: "c", To: "b", Term: 3, Seq: 1, FenceConn: "NSRV/7"},
+		{Type: election.MsgAck, From: "c", To: "b", Term: 3, Seq: 1, Fence: 1, FenceConn: "a b"},
+	} {
+		if _, err := wire.EncodeAt("g", m, 0, 0, wire.ProtocolMax); err == nil {
+			t.Errorf("encoded fenceconn %q with fence %d", m.FenceConn, m.Fence)
+		}
+	}
+
 	vote := election.Message{Type: election.MsgVote, From: "c", To: "b", Term: 3, Seq: 1, Granted: true, Fence: int64(time.Millisecond)}
 	if _, err := wire.EncodeAt("g", vote, 0, 0, wire.ProtocolMax); err != nil {
 		t.Errorf("a granted vote with a fence: %v", err)
@@ -72,6 +94,8 @@ func TestWireFence(t *testing.T) {
 		`{"v":1,"group":"g","type":"ack","from":"c","to":"b","term":3,"seq":1,"fence":-1}`,
 		`{"v":1,"group":"g","type":"ack","from":"c","to":"b","term":3,"seq":1,"fence":6000001}`,
 		`{"v":1,"group":"g","type":"ack","from":"c","to":"b","term":3,"seq":1,"fence":"3"}`,
+		`{"v":1,"group":"g","type":"ack","from":"c","to":"b","term":3,"seq":1,"fenceconn":"S/1"}`,
+		`{"v":1,"group":"g","type":"ack","from":"c","to":"b","term":3,"seq":1,"fence":3,"fenceconn":"a b"}`,
 	} {
 		var be *wire.BadMessageError
 		m := election.Message{From: "c", To: "b"}

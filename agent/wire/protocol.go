@@ -37,9 +37,9 @@ import (
 //	   a timing change, is shortened rather than outlived
 //	5  an acknowledgement and a granted vote sent within the sender's
 //	   fast-path fence say what is left of it ("fence", in
-//	   milliseconds): a member that leads on them waits it out before it
-//	   acts, as if it had acted on the report of the old leader's closed
-//	   connection itself
+//	   milliseconds) and which closed connection's report began it
+//	   ("fenceconn"): a member that leads on them waits it out before it
+//	   acts, as if it had acted on that report itself
 const (
 	ProtocolMin = 1
 	ProtocolMax = 5
@@ -204,7 +204,7 @@ func Downgrade(m election.Message, level int) election.Message {
 		m.Promise = 0
 	}
 	if level < ProtocolFence {
-		m.Fence = 0
+		m.Fence, m.FenceConn = 0, ""
 	}
 	return m
 }

@@ -122,6 +122,9 @@ type wireMessage struct {
 	// the sender's fast-path fence, in milliseconds rounded up
 	// (election.Message.Fence).
 	Fence int64 `json:"fence,omitempty"`
+	// FenceConn, with a fence (protocol 5), names the closed connection
+	// whose report began it (election.Message.FenceConn).
+	FenceConn string `json:"fenceconn,omitempty"`
 	// Inst names a process, on an instance announcement (instance.go).
 	Inst string `json:"inst,omitempty"`
 	// Ep and N number a signed message (epoch of the sender's process,
@@ -235,6 +238,7 @@ func EncodeTimed(group string, tick time.Duration, m election.Message, ep, n uin
 		Conn:         m.Conn,
 		Alg:          m.Algorithm,
 		Drained:      m.Drained,
+		FenceConn:    m.FenceConn,
 		Ep:           ep,
 		N:            n,
 	}
@@ -360,11 +364,12 @@ func decodeChecked(w wireMessage, subject string, expect DecodeContext) (electio
 			m.Promise = max(1, int(time.Duration(w.Promise)*time.Millisecond/expect.Tick))
 		}
 	}
-	if w.Fence != 0 {
+	if w.Fence != 0 || w.FenceConn != "" {
 		if w.Fence < 0 || w.Fence > MaxFence.Milliseconds() {
 			return election.Message{}, bad(ReasonBadField, "fence of %d ms on %s", w.Fence, t)
 		}
 		m.Fence = int64(time.Duration(w.Fence) * time.Millisecond)
+		m.FenceConn = w.FenceConn
 		if err := checkFields(m); err != nil {
 			return election.Message{}, err
 		}
@@ -614,7 +619,7 @@ func plainList(raw []byte) ([]string, bool) {
 }
 
 // fieldNames are the wire format's keys, by the bit field gives them.
-var fieldNames = [...]string{"v", "group", "type", "from", "to", "term", "seq", "granted", "alive", "nominee", "initiator", "candidate", "participants", "conn", "alg", "drained", "inst", "ep", "n", "pv", "promise", "fence"}
+var fieldNames = [...]string{"v", "group", "type", "from", "to", "term", "seq", "granted", "alive", "nominee", "initiator", "candidate", "participants", "conn", "alg", "drained", "inst", "ep", "n", "pv", "promise", "fence", "fenceconn"}
 
 // field returns the bit of key among the wire format's keys and a pointer
 // to the field of w that it names; a bit of 0 for a key the wire format
@@ -665,6 +670,8 @@ func (w *wireMessage) field(key string) (uint32, any) {
 		return 1 << 20, &w.Promise
 	case "fence":
 		return 1 << 21, &w.Fence
+	case "fenceconn":
+		return 1 << 22, &w.FenceConn
 	}
 	return 0, nil
 }
@@ -775,6 +782,10 @@ func checkFields(m election.Message) error {
 		return bad(ReasonBadField, "fence set on %s", t)
 	case m.Fence < 0 || m.Fence > int64(MaxFence):
 		return bad(ReasonBadField, "fence of %s on %s", time.Duration(m.Fence), t)
+	case m.FenceConn != "" && m.Fence == 0:
+		return bad(ReasonBadField, "fenceconn without a fence on %s", t)
+	case !validConn(m.FenceConn):
+		return bad(ReasonBadField, "fenceconn %q is not a connection identity", m.FenceConn)
 	case m.Algorithm != "" && m.Algorithm != "bully" && m.Algorithm != "ring":
 		return bad(ReasonBadField, "alg %q is not bully or ring", m.Algorithm)
 	case !validConn(m.Conn):
