@@ -101,14 +101,17 @@ func (a *Agent) resigned(m election.Message) {
 // about the very connection whose report this agent acted on is left out:
 // this agent's own fence began after that same close, which is all a fence
 // is measured from (a voter's would add only how much later its report came
-// and the transit of its answer). Any other is waited out: the report this
-// agent acted on may be of another event than its voters' (a closed route
-// that left the leader leading on the others, then the leader's own
-// connection closing; TestOwnEarlierReportKeepsTheVotersFence).
+// and the transit of its answer). Not once a RESIGN lifted its own fence,
+// though: the RESIGN matched this agent's term, which may be older than the
+// leadership its voters saw end (TestStaleResignKeepsTheVotersFence). Any
+// other is waited out: the report this agent acted on may be of another
+// event than its voters' (a closed route that left the leader leading on the
+// others, then the leader's own connection closing;
+// TestOwnEarlierReportKeepsTheVotersFence).
 func (a *Agent) fenceUntil() time.Duration {
 	until := a.ownFence()
 	for conn, t := range a.fast.heard {
-		if conn != "" && conn == a.fast.fenceConn {
+		if conn != "" && conn == a.fast.fenceConn && a.fast.fastAt != 0 {
 			continue
 		}
 		until = max(until, t)

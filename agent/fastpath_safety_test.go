@@ -250,8 +250,8 @@ func winnerAfterReport(t *testing.T) string {
 // (cut to its lease), and the later of that and its own when it acted on a
 // report itself, except a voter's fence about the very connection whose
 // close it acted on (its own began after that close too); a RESIGN of the
-// reported leader lifts its own fence, not what its voters said of other
-// events.
+// reported leader lifts its own fence, not what its voters said, and from
+// then on their fences about that connection count too.
 func TestFenceOfTheVoters(t *testing.T) {
 	const term = 5
 	newAgent := func(t *testing.T) *Agent {
@@ -301,9 +301,10 @@ func TestFenceOfTheVoters(t *testing.T) {
 			if got := a.fenceUntil(); got != own {
 				t.Fatalf("a voter's shorter fence moved its own from %v to %v", own, got)
 			}
-			same := vote(3 * a.cfg.Fence)
+			same := vote(4 * a.cfg.Fence)
 			same.FenceConn = conn
 			a.step(same)
+			sameUntil := a.mono() + 4*a.cfg.Fence
 			if got := a.fenceUntil(); got != own {
 				t.Fatalf("a voter's fence about the same closed connection moved its own from %v to %v", own, got)
 			}
@@ -313,8 +314,8 @@ func TestFenceOfTheVoters(t *testing.T) {
 				t.Fatalf("fence until %v after a voter's longer one, want %v (own %v)", got, heard, own)
 			}
 			a.step(election.Message{Type: election.MsgResign, From: "gw3", Term: term})
-			if got := a.fenceUntil(); got != heard {
-				t.Fatalf("after the reported leader's RESIGN, fence until %v, want the voter's %v", got, heard)
+			if got := a.fenceUntil(); got != sameUntil {
+				t.Fatalf("after the reported leader's RESIGN, fence until %v, want the voters' %v", got, sameUntil)
 			}
 		})
 	})
@@ -423,4 +424,43 @@ func ownEarlierReportWinner(t *testing.T, gap time.Duration) string {
 			winner, took, fence, t1.Sub(t0))
 	}
 	return winner
+}
+
+// TestStaleResignKeepsTheVotersFence: gw1 backs gw3 in term 5 on
+// connection C; its election connection lags, so the report of C's close
+// (system account) comes before gw3's RESIGN of term 5, sent long before,
+// and before gw3's heartbeat of term 6 on the same C (gw3 led again). gw2,
+// which backed gw3 in term 6 and acted on the same report, votes for gw1
+// with its fence about C. The stale RESIGN lifts gw1's own fence, and the
+// voter's fence about C must still be waited out: gw3 (term 6 leader on C)
+// may still act for a moment after the close. (With d3b207a's rule it was
+// ignored, and gw1 would have led at once; found by a review.)
+func TestStaleResignKeepsTheVotersFence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
+		cfg := Config{ID: "gw1", Group: "g", Members: members, Heartbeat: 100 * time.Millisecond, StateDir: t.TempDir(), Preemption: PreemptNever}
+		net := NewMemNetwork()
+		net.ReportDisconnects()
+		a, err := New(cfg, WithTransport(net.Join("gw1")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.store.Close() })
+		stall(time.Millisecond)
+		const conn = "gw3-conn"
+		a.step(election.Message{Type: election.MsgHeartbeat, From: "gw3", Term: 5, Seq: 1, Conn: conn})
+		if err := a.process(); err != nil {
+			t.Fatal(err)
+		}
+		a.onMemberGone("gw3", conn) // report of C's close (gw3 led term 6 on C by then)
+		// the lagging election connection now delivers, in order:
+		a.step(election.Message{Type: election.MsgResign, From: "gw3", Term: 5})
+		a.step(election.Message{Type: election.MsgHeartbeat, From: "gw3", Term: 6, Seq: 1, Conn: conn})
+		// gw2 acted on the same report while backing gw3 in term 6:
+		v := election.Message{Type: election.MsgVote, From: "gw2", To: "gw1", Term: 7, Seq: 1, Granted: true, Fence: int64(a.cfg.Fence), FenceConn: conn}
+		a.step(v)
+		if got, want := a.fenceUntil(), a.mono()+a.cfg.Fence; got < want {
+			t.Fatalf("fence until %v (now %v), want at least the voter's %v: gw3's term-6 leadership on %s is not covered", got, a.mono(), want, conn)
+		}
+	})
 }
