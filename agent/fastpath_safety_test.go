@@ -25,34 +25,23 @@ func TestRouteToServerLeaderIsConnectedToDoesNotReleaseFollower(t *testing.T) {
 }
 
 func testRouteToServerLeaderIsConnectedTo(t *testing.T) {
-	net := NewMemNetwork()
-	net.ReportDisconnects() // heartbeats announce "mem/<id>.<n>": every connection is on server "mem", here gw1's
-	var members []election.Member
-	for i := 1; i <= 5; i++ {
-		members = append(members, election.Member{ID: "gw" + string(rune('0'+i)), Priority: i})
-	}
+	// Heartbeats on the in-memory network announce "mem/<id>.<n>": every
+	// connection is on server "mem", here gw1's.
+	site := newFastSite(t, 5, nil)
+	net := site.net
 	routes := &namedRoutes{
 		fakeRoutes: fakeRoutes{id: "S4", routed: map[string]bool{"mem": true, "S2": true, "S3": true, "S5": true}},
 		names: map[string]string{"mem": ServerName("g", "gw1"), "S2": ServerName("g", "gw2"),
 			"S3": ServerName("g", "gw3"), "S5": ServerName("g", "gw5")},
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	agents := map[string]*Agent{}
-	for _, m := range members {
-		opts := []Option{WithTransport(net.Join(m.ID)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
+	for _, m := range site.members {
+		var opts []Option
 		if m.ID == "gw4" {
 			opts = append(opts, WithRouteWatch(routes))
 		}
-		a, err := New(Config{ID: m.ID, Group: "g", Members: members, Heartbeat: 50 * time.Millisecond, StateDir: t.TempDir(), Preemption: PreemptNever}, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		agents[m.ID] = a
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = a.Run(ctx) }()
+		site.start(m.ID, fastCfg(site, m.ID, 0), opts...)
 	}
+	agents := site.agents
 	waitFor(t, 5*time.Second, "gw5 to lead", func() bool {
 		return agents["gw5"].IsLeader() && agents["gw1"].Leader() == "gw5" && agents["gw4"].Leader() == "gw5"
 	})
@@ -201,24 +190,10 @@ func TestWinnerWaitsTheFenceWhenItsVotesCameFromAReport(t *testing.T) {
 // winnerAfterReport runs the site once and returns who led first after the
 // report, having checked that it did not act before the fence.
 func winnerAfterReport(t *testing.T) string {
-	net := NewMemNetwork()
-	net.ReportDisconnects()
-	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	agents := map[string]*Agent{}
+	site := newFastSite(t, 3, nil)
+	net, agents := site.net, site.agents
 	const fence = 20 * time.Millisecond
-	start := func(id string) {
-		a, err := New(Config{ID: id, Group: "g", Members: members, Heartbeat: 50 * time.Millisecond, Fence: fence, StateDir: t.TempDir(), Preemption: PreemptNever},
-			WithTransport(net.Join(id)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		agents[id] = a
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = a.Run(ctx) }()
-	}
+	start := func(id string) { site.start(id, fastCfg(site, id, fence)) }
 	start("gw1")
 	start("gw2")
 	waitFor(t, 5*time.Second, "gw2 to lead gw1", func() bool { return agents["gw2"].IsLeader() && agents["gw1"].Leader() == "gw2" })
@@ -254,25 +229,13 @@ func winnerAfterReport(t *testing.T) string {
 // then on their fences about that connection count too.
 func TestFenceOfTheVoters(t *testing.T) {
 	const term = 5
-	newAgent := func(t *testing.T) *Agent {
-		members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
-		cfg := Config{ID: "gw1", Group: "g", Members: members, Heartbeat: 100 * time.Millisecond, StateDir: t.TempDir(), Preemption: PreemptNever}
-		net := NewMemNetwork()
-		net.ReportDisconnects()
-		a, err := New(cfg, WithTransport(net.Join("gw1")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { a.store.Close() })
-		return a
-	}
 	vote := func(fence time.Duration) election.Message {
 		return election.Message{Type: election.MsgVote, From: "gw2", To: "gw1", Term: term + 1, Seq: 1, Granted: true, Fence: int64(fence)}
 	}
 
 	t.Run("not acted: the voters' fence", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			a := newAgent(t)
+			a := steppedMember(t)
 			a.step(vote(30 * time.Millisecond))
 			if got, want := a.fenceUntil()-a.mono(), 30*time.Millisecond; got != want {
 				t.Fatalf("fence %v from now, want about %v", got, want)
@@ -285,7 +248,7 @@ func TestFenceOfTheVoters(t *testing.T) {
 	})
 	t.Run("acted: its own fence", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			a := newAgent(t)
+			a := steppedMember(t)
 			stall(time.Millisecond) // a monotonic reading of 0 means "never"
 			const conn = "gw3-conn"
 			a.step(election.Message{Type: election.MsgHeartbeat, From: "gw3", Term: term, Seq: 1, Conn: conn})
@@ -360,30 +323,18 @@ func TestOwnEarlierReportKeepsTheVotersFence(t *testing.T) {
 
 func ownEarlierReportWinner(t *testing.T, gap time.Duration) string {
 	const fence = 20 * time.Millisecond
-	net := NewMemNetwork()
-	net.ReportDisconnects()
-	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
+	site := newFastSite(t, 3, nil)
+	net, agents := site.net, site.agents
 	routes := &namedRoutes{
 		fakeRoutes: fakeRoutes{id: "S2", routed: map[string]bool{"S1": true, "S3": true}},
 		names:      map[string]string{"S1": ServerName("g", "gw1"), "S3": ServerName("g", "gw3")},
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	agents := map[string]*Agent{}
-	for _, m := range members {
-		opts := []Option{WithTransport(net.Join(m.ID)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
+	for _, m := range site.members {
+		var opts []Option
 		if m.ID == "gw2" {
 			opts = append(opts, WithRouteWatch(routes))
 		}
-		a, err := New(Config{ID: m.ID, Group: "g", Members: members, Heartbeat: 50 * time.Millisecond,
-			Fence: fence, StateDir: t.TempDir(), Preemption: PreemptNever}, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		agents[m.ID] = a
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = a.Run(ctx) }()
+		site.start(m.ID, fastCfg(site, m.ID, fence), opts...)
 	}
 	waitFor(t, 5*time.Second, "gw3 to lead", func() bool {
 		return agents["gw3"].IsLeader() && agents["gw1"].Leader() == "gw3" && agents["gw2"].Leader() == "gw3"
@@ -437,15 +388,7 @@ func ownEarlierReportWinner(t *testing.T, gap time.Duration) string {
 // ignored, and gw1 would have led at once; found by a review.)
 func TestStaleResignKeepsTheVotersFence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
-		cfg := Config{ID: "gw1", Group: "g", Members: members, Heartbeat: 100 * time.Millisecond, StateDir: t.TempDir(), Preemption: PreemptNever}
-		net := NewMemNetwork()
-		net.ReportDisconnects()
-		a, err := New(cfg, WithTransport(net.Join("gw1")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { a.store.Close() })
+		a := steppedMember(t)
 		stall(time.Millisecond)
 		const conn = "gw3-conn"
 		a.step(election.Message{Type: election.MsgHeartbeat, From: "gw3", Term: 5, Seq: 1, Conn: conn})
@@ -463,4 +406,12 @@ func TestStaleResignKeepsTheVotersFence(t *testing.T) {
 			t.Fatalf("fence until %v (now %v), want at least the voter's %v: gw3's term-6 leadership on %s is not covered", got, a.mono(), want, conn)
 		}
 	})
+}
+
+// fastCfg is site's config for id at H = 50 ms, with the fence given (0: the
+// default).
+func fastCfg(site *fastSite, id string, fence time.Duration) Config {
+	c := site.cfg(id)
+	c.Heartbeat, c.Fence = 50*time.Millisecond, fence
+	return c
 }

@@ -152,12 +152,12 @@ func newFastSite(t *testing.T, n int, wrap func(string, Transport) Transport) *f
 	return s
 }
 
-func (s *fastSite) start(id string, cfg Config) *Agent {
+func (s *fastSite) start(id string, cfg Config, opts ...Option) *Agent {
 	var tr Transport = s.net.Join(id)
 	if s.wrap != nil {
 		tr = s.wrap(id, tr)
 	}
-	a, err := New(cfg, WithTransport(tr), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	a, err := New(cfg, append([]Option{WithTransport(tr), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -349,6 +349,22 @@ func testAgentNoFenceAfterReportAndResign(t *testing.T) {
 	}
 }
 
+// steppedMember returns gw1 of a three-member group on the in-memory
+// network, built but not running: a test steps it by hand (step, process,
+// onMemberGone) and reads its state between steps.
+func steppedMember(t *testing.T) *Agent {
+	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
+	cfg := Config{ID: "gw1", Group: "g", Members: members, Heartbeat: 100 * time.Millisecond, StateDir: t.TempDir(), Preemption: PreemptNever}
+	net := NewMemNetwork()
+	net.ReportDisconnects()
+	a, err := New(cfg, WithTransport(net.Join("gw1")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.store.Close() })
+	return a
+}
+
 // TestFenceLiftedOnlyByTheReportedLeadersResign: after a report releases a
 // member from its leader, only that leader's RESIGN of the term it was
 // backed in lifts the fence; a RESIGN of an earlier term or of another
@@ -365,15 +381,7 @@ func TestFenceLiftedOnlyByTheReportedLeadersResign(t *testing.T) {
 		{"another member", election.Message{Type: election.MsgResign, From: "gw2", Term: term}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
-			cfg := Config{ID: "gw1", Group: "g", Members: members, Heartbeat: 100 * time.Millisecond, StateDir: t.TempDir(), Preemption: PreemptNever}
-			net := NewMemNetwork()
-			net.ReportDisconnects()
-			a, err := New(cfg, WithTransport(net.Join("gw1")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer a.store.Close()
+			a := steppedMember(t)
 			const conn = "gw3-conn"
 			a.step(election.Message{Type: election.MsgHeartbeat, From: "gw3", Term: term, Seq: 1, Conn: conn})
 			if err := a.process(); err != nil {
