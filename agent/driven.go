@@ -117,5 +117,7 @@ func (d *Driven) Stop() error {
 	}
 	d.stopped = true
 	defer d.s.close()
-	return d.s.a.shutdown()
+	_, err := d.s.a.shutdown()
+	d.s.a.log.Info("agent stopped", "term", d.s.a.Term())
+	return err
 }

@@ -349,6 +349,72 @@ func testAgentNoFenceAfterReportAndResign(t *testing.T) {
 	}
 }
 
+// TestShutdownKeepsTheConnectionUntilTheSuccessorLeads: a leader that
+// hands over on shutdown keeps its connection open until a heartbeat of
+// its successor's term reached it. Closing at once let the server's report
+// of the closed connection reach members before the RESIGN (the two travel
+// on different connections), and they then elected as after a crash, with
+// the fence. With no successor heard it closes a heartbeat period after
+// the handover.
+func TestShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
+	synctest.Test(t, testShutdownKeepsTheConnectionUntilTheSuccessorLeads)
+}
+
+func testShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
+	s := newFastSite(t, 3, nil)
+	for _, m := range s.members[:2] {
+		s.start(m.ID, s.cfg(m.ID))
+	}
+	run := func(id string) (*Agent, func()) {
+		a, err := New(s.cfg(id), WithTransport(s.net.Join(id)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(s.ctx)
+		ran := make(chan struct{})
+		go func() { defer close(ran); _ = a.Run(ctx) }()
+		return a, func() { stop(); <-ran }
+	}
+	gw3, stop3 := run("gw3")
+	waitFor(t, 5*time.Second, "gw3 to lead", func() bool {
+		return gw3.IsLeader() && s.agents["gw1"].Leader() == "gw3" && s.agents["gw2"].Leader() == "gw3"
+	})
+	term := gw3.Term()
+	stop3()
+	heard, ok := s.net.heardBeforeClose("gw3")
+	if !ok {
+		t.Fatal("gw3's transport did not close")
+	}
+	if heard <= term {
+		t.Fatalf("gw3 closed its connection with no heartbeat of a later term than its own %d heard (highest %d): the report of its closing could overtake its RESIGN", term, heard)
+	}
+	waitFor(t, 5*time.Second, "gw2 to lead", func() bool { return s.agents["gw2"].IsLeader() && s.agents["gw2"].Term() > term })
+
+	// gw3 again, now hearing no one: it leaves a heartbeat period after
+	// its RESIGN.
+	gw3, stop3 = run("gw3")
+	waitFor(t, 5*time.Second, "gw3 to follow gw2", func() bool { return gw3.Leader() == "gw2" })
+	stall(300 * time.Millisecond) // gw2 hears gw3's acknowledgements: it hands over to gw3
+	if err := s.agents["gw2"].Resign(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "gw3 to lead again", func() bool {
+		return gw3.IsLeader() && s.agents["gw1"].Leader() == "gw3" && s.agents["gw2"].Leader() == "gw3"
+	})
+	term = gw3.Term()
+	s.net.CutOneWay("gw1", "gw3")
+	s.net.CutOneWay("gw2", "gw3")
+	start := time.Now()
+	stop3()
+	took := time.Since(start)
+	if h := s.cfg("gw3").Heartbeat; took != h {
+		t.Fatalf("gw3 took %s to stop with no successor heard, want one heartbeat period, %s", took, h)
+	}
+	if heard, _ := s.net.heardBeforeClose("gw3"); heard > term {
+		t.Fatalf("gw3 heard a heartbeat of term %d through a cut link", heard)
+	}
+}
+
 // steppedMember returns gw1 of a three-member group on the in-memory
 // network, built but not running: a test steps it by hand (step, process,
 // onMemberGone) and reads its state between steps.

@@ -45,6 +45,9 @@ type MemNetwork struct {
 	dropped  int
 	reports  bool           // ReportDisconnects
 	conns    map[string]int // member -> its connection's number, counted up at each reconnection
+	// heardAtClose is, for each member whose transport closed, the highest
+	// term of another member's heartbeat delivered to it before it closed.
+	heardAtClose map[string]uint64
 }
 
 type memLink struct{ from, to string }
@@ -57,6 +60,8 @@ func NewMemNetwork() *MemNetwork {
 		isolated: make(map[string]bool),
 		down:     make(map[string]bool),
 		conns:    make(map[string]int),
+
+		heardAtClose: make(map[string]uint64),
 	}
 }
 
@@ -180,6 +185,7 @@ type MemTransport struct {
 	inbox   chan election.Message
 	closed  bool     // guarded by net.mu
 	reports *Mailbox // with ReportDisconnects: the bus's mailbox (guarded by net.mu)
+	heard   uint64   // the highest term of another member's heartbeat delivered (guarded by net.mu)
 	// tick is the member's election tick, in which it sends and reads
 	// promises (memTick until its agent sets it).
 	tick atomic.Int64
@@ -246,9 +252,21 @@ func (n *MemNetwork) deliverLocked(from string, to *MemTransport, m election.Mes
 	}
 	select {
 	case to.inbox <- m:
+		if m.Type == election.MsgHeartbeat {
+			to.heard = max(to.heard, m.Term)
+		}
 	default:
 		n.dropped++
 	}
+}
+
+// heardBeforeClose returns the highest term of another member's heartbeat that
+// reached id's transport before it closed (ok false: it has not closed).
+func (n *MemNetwork) heardBeforeClose(id string) (term uint64, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	term, ok = n.heardAtClose[id]
+	return term, ok
 }
 
 // setTick makes tick the member's election tick, in which it sends and
@@ -303,6 +321,7 @@ func (t *MemTransport) closeLocked() {
 		return
 	}
 	t.closed = true
+	t.net.heardAtClose[t.id] = t.heard
 	close(t.inbox)
 	if t.net.nodes[t.id] == t {
 		delete(t.net.nodes, t.id)
