@@ -889,12 +889,17 @@ func (s *stepper) shutdown() error {
 // slowest. Once a successor leads, the members back it and a report of this
 // member's connection changes nothing.
 //
-// The core is not stepped meanwhile: the agent is leaving, and a member
+// A bus whose connection is down has nothing to keep open: the wait ends
+// (a host that stops its agents as crashes, closing their connections
+// first, does not wait). The core is not stepped meanwhile: the agent is leaving, and a member
 // that resigned must neither stand nor vote again before it goes (its
 // backoff may end within the wait). The inputs are read and dropped, as
 // they would be once it had gone.
 func (s *stepper) awaitSuccessor(resigned uint64) {
 	a := s.a
+	if !a.in.bus.Connected() {
+		return // nothing left open to keep
+	}
 	t := time.NewTimer(a.cfg.Heartbeat)
 	defer t.Stop()
 	for {
@@ -903,7 +908,7 @@ func (s *stepper) awaitSuccessor(resigned uint64) {
 			a.log.Debug("no successor led within a heartbeat period of the handover; closing anyway")
 			return
 		case in, ok := <-a.in.queued:
-			if !ok {
+			if !ok || (in.Kind == InputDisconnected && !a.in.bus.Connected()) {
 				return
 			}
 			if m := in.Msg; in.Kind == InputMessage && m != nil && m.Type == election.MsgHeartbeat &&

@@ -413,6 +413,36 @@ func testShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
 	if heard, _ := s.net.heardBeforeClose("gw3"); heard > term {
 		t.Fatalf("gw3 heard a heartbeat of term %d through a cut link", heard)
 	}
+
+	// And once more: its connection drops while it waits. Nothing is left
+	// open to keep, so it stops at once.
+	s.net.Heal()
+	gw3, stop3 = run("gw3")
+	waitFor(t, 5*time.Second, "gw3 to follow", func() bool { return gw3.Leader() != "" && gw3.Leader() != "gw3" })
+	stall(300 * time.Millisecond)
+	leader := s.agents[gw3.Leader()]
+	if err := leader.Resign(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "gw3 to lead a third time", func() bool {
+		return gw3.IsLeader() && s.agents["gw1"].Leader() == "gw3" && s.agents["gw2"].Leader() == "gw3"
+	})
+	s.net.CutOneWay("gw1", "gw3")
+	s.net.CutOneWay("gw2", "gw3")
+	stopped := make(chan struct{})
+	go func() { stop3(); close(stopped) }()
+	synctest.Wait() // gw3 handed over and waits
+	select {
+	case <-stopped:
+		t.Fatal("gw3 stopped before the heartbeat period without a successor heard")
+	default:
+	}
+	start = time.Now()
+	s.net.Disconnect("gw3")
+	<-stopped
+	if took := time.Since(start); took != 0 {
+		t.Fatalf("gw3 took %s to stop after its connection dropped, want no wait", took)
+	}
 }
 
 // steppedMember returns gw1 of a three-member group on the in-memory

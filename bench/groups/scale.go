@@ -48,11 +48,7 @@ func scale(args []string) error {
 	for i := range gs {
 		gs[i] = newGroup(fmt.Sprintf("g%03d", i), url, dir, "bully", 3, *hb, nil)
 	}
-	defer func() {
-		for _, g := range gs {
-			g.stop()
-		}
-	}()
+	defer stopAll(gs)
 	t0 := time.Now()
 	for _, g := range gs {
 		if err := g.startAll(); err != nil {

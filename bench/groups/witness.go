@@ -94,11 +94,7 @@ func witnessScale(args []string) error {
 			gs[i].conns = map[string]sharedConn{"gw1": conns["gw1"][i%*perID], "gw2": conns["gw2"][i%*perID]}
 		}
 	}
-	defer func() {
-		for _, g := range gs {
-			g.stop()
-		}
-	}()
+	defer stopAll(gs)
 	t0 := time.Now()
 	for _, g := range gs {
 		if err := g.startAll(); err != nil {
