@@ -870,7 +870,7 @@ func (a *Agent) shutdown() (uint64, error) {
 func (s *stepper) shutdown() error {
 	a := s.a
 	term, err := a.shutdown()
-	if err == nil && term != 0 && a.in.bus.FastPath() {
+	if err == nil && term != 0 && a.core.resignTo != "" && a.in.bus.FastPath() {
 		s.awaitSuccessor(term)
 	}
 	a.log.Info("agent stopped", "term", a.Term())
@@ -889,9 +889,12 @@ func (s *stepper) shutdown() error {
 // slowest. Once a successor leads, the members back it and a report of this
 // member's connection changes nothing.
 //
-// A bus whose connection is down has nothing to keep open: the wait ends
-// (a host that stops its agents as crashes, closing their connections
-// first, does not wait). The core is not stepped meanwhile: the agent is leaving, and a member
+// There is none to wait for when the RESIGN named no nominee (no member
+// had acknowledged this leader lately). A bus whose election connection is
+// down has nothing to keep open: the wait ends (a host that stops its
+// agents as crashes, closing their connections first, does not wait). API
+// requests made meanwhile get ErrNotRunning. The core is not stepped
+// meanwhile: the agent is leaving, and a member
 // that resigned must neither stand nor vote again before it goes (its
 // backoff may end within the wait). The inputs are read and dropped, as
 // they would be once it had gone.
@@ -907,6 +910,8 @@ func (s *stepper) awaitSuccessor(resigned uint64) {
 		case <-t.C:
 			a.log.Debug("no successor led within a heartbeat period of the handover; closing anyway")
 			return
+		case r := <-a.in.reqs:
+			r.reply <- ErrNotRunning // the agent is stopping: no handover or drain now
 		case in, ok := <-a.in.queued:
 			if !ok || (in.Kind == InputDisconnected && !a.in.bus.Connected()) {
 				return

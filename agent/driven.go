@@ -109,7 +109,9 @@ func (d *Driven) Wake() error {
 func (d *Driven) Due() time.Time { return d.s.a.lease.start.Add(d.s.due) }
 
 // Stop ends the agent as Run does when its context ends (a leader hands
-// over first) and releases what Drive opened. It returns what Run would
+// over first, but closes at once rather than waiting for its successor's
+// heartbeat: a host steps many agents and a witness never leads) and
+// releases what Drive opened. It returns what Run would
 // return then; after a failed Wake it does nothing.
 func (d *Driven) Stop() error {
 	if d.stopped {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -380,6 +381,8 @@ func testShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
 		return gw3.IsLeader() && s.agents["gw1"].Leader() == "gw3" && s.agents["gw2"].Leader() == "gw3"
 	})
 	term := gw3.Term()
+	h := s.cfg("gw3").Heartbeat
+	start := time.Now()
 	stop3()
 	heard, ok := s.net.heardBeforeClose("gw3")
 	if !ok {
@@ -387,6 +390,9 @@ func testShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
 	}
 	if heard <= term {
 		t.Fatalf("gw3 closed its connection with no heartbeat of a later term than its own %d heard (highest %d): the report of its closing could overtake its RESIGN", term, heard)
+	}
+	if took := time.Since(start); took >= h {
+		t.Fatalf("gw3 took %s to stop: it waited out the heartbeat period rather than stop on its successor's heartbeat", took)
 	}
 	waitFor(t, 5*time.Second, "gw2 to lead", func() bool { return s.agents["gw2"].IsLeader() && s.agents["gw2"].Term() > term })
 
@@ -404,14 +410,13 @@ func testShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
 	term = gw3.Term()
 	s.net.CutOneWay("gw1", "gw3")
 	s.net.CutOneWay("gw2", "gw3")
-	start := time.Now()
+	start = time.Now()
 	stop3()
-	took := time.Since(start)
-	if h := s.cfg("gw3").Heartbeat; took != h {
+	if took := time.Since(start); took != h {
 		t.Fatalf("gw3 took %s to stop with no successor heard, want one heartbeat period, %s", took, h)
 	}
-	if heard, _ := s.net.heardBeforeClose("gw3"); heard > term {
-		t.Fatalf("gw3 heard a heartbeat of term %d through a cut link", heard)
+	if heard, ok := s.net.heardBeforeClose("gw3"); !ok || heard > term {
+		t.Fatalf("gw3's transport closed %v, having heard a heartbeat of term %d through a cut link", ok, heard)
 	}
 
 	// And once more: its connection drops while it waits. Nothing is left
@@ -420,8 +425,7 @@ func testShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
 	gw3, stop3 = run("gw3")
 	waitFor(t, 5*time.Second, "gw3 to follow", func() bool { return gw3.Leader() != "" && gw3.Leader() != "gw3" })
 	stall(300 * time.Millisecond)
-	leader := s.agents[gw3.Leader()]
-	if err := leader.Resign(context.Background()); err != nil {
+	if err := s.agents[gw3.Status().Leader].Resign(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "gw3 to lead a third time", func() bool {
@@ -437,12 +441,41 @@ func testShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
 		t.Fatal("gw3 stopped before the heartbeat period without a successor heard")
 	default:
 	}
+	// An API request meanwhile is refused at once, not left waiting.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := gw3.Drain(ctx, true); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("Drain while gw3 stops: %v, want %v", err, ErrNotRunning)
+	}
 	start = time.Now()
 	s.net.Disconnect("gw3")
 	<-stopped
 	if took := time.Since(start); took != 0 {
 		t.Fatalf("gw3 took %s to stop after its connection dropped, want no wait", took)
 	}
+}
+
+// TestShutdownWithNoSuccessorDoesNotWait: a leader whose RESIGN names no
+// nominee (here the only member) has no successor to wait for and stops at
+// once.
+func TestShutdownWithNoSuccessorDoesNotWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFastSite(t, 1, nil)
+		a, err := New(s.cfg("gw1"), WithTransport(s.net.Join("gw1")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(s.ctx)
+		ran := make(chan struct{})
+		go func() { defer close(ran); _ = a.Run(ctx) }()
+		waitFor(t, 5*time.Second, "gw1 to lead", a.IsLeader)
+		start := time.Now()
+		stop()
+		<-ran
+		if took := time.Since(start); took != 0 {
+			t.Fatalf("the only member took %s to stop, want no wait", took)
+		}
+	})
 }
 
 // steppedMember returns gw1 of a three-member group on the in-memory
