@@ -877,38 +877,40 @@ func (s *stepper) shutdown() error {
 	return err
 }
 
-// awaitSuccessor waits, at most one heartbeat period, until a heartbeat of
-// a later term than resigned arrives from another member: its successor
-// leads. Only then may the bus close.
+// awaitSuccessor waits until a heartbeat of a later term than resigned
+// arrives from another member (its successor leads), at most one tick.
+// Only then may the bus close.
 //
 // Closing at once raced the RESIGN: the server reports the closed
 // connection on the system account's connection, the RESIGN travels on the
 // election connection, and a member that read the report first acted on it
 // as on a crash, with the fast path's fence (docs/DESIGN-NOTES.md, Fast
 // failover, 6): 6 of 60 SIGTERM handovers in a benchmark, four of its five
-// slowest. Once a successor leads, the members back it and a report of this
-// member's connection changes nothing.
+// slowest. A report changes nothing at a member that took the RESIGN
+// first (it no longer backs this member), which takes about a millisecond;
+// the successor's heartbeat shows that a quorum did. The bound is a tick,
+// not more: a member that missed the RESIGN (a lost message) keeps
+// refusing the nominee until the report releases it.
 //
 // There is none to wait for when the RESIGN named no nominee (no member
 // had acknowledged this leader lately). A bus whose election connection is
 // down has nothing to keep open: the wait ends (a host that stops its
 // agents as crashes, closing their connections first, does not wait). API
 // requests made meanwhile get ErrNotRunning. The core is not stepped
-// meanwhile: the agent is leaving, and a member
-// that resigned must neither stand nor vote again before it goes (its
-// backoff may end within the wait). The inputs are read and dropped, as
+// meanwhile: the agent is leaving, and a member that resigned must neither
+// stand nor vote again before it goes. The inputs are read and dropped, as
 // they would be once it had gone.
 func (s *stepper) awaitSuccessor(resigned uint64) {
 	a := s.a
 	if !a.in.bus.Connected() {
 		return // nothing left open to keep
 	}
-	t := time.NewTimer(a.cfg.Heartbeat)
+	t := time.NewTimer(a.cfg.Tick())
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
-			a.log.Debug("no successor led within a heartbeat period of the handover; closing anyway")
+			a.log.Debug("no successor led within a tick of the handover; closing anyway")
 			return
 		case r := <-a.in.reqs:
 			r.reply <- ErrNotRunning // the agent is stopping: no handover or drain now

@@ -355,8 +355,7 @@ func testAgentNoFenceAfterReportAndResign(t *testing.T) {
 // its successor's term reached it. Closing at once let the server's report
 // of the closed connection reach members before the RESIGN (the two travel
 // on different connections), and they then elected as after a crash, with
-// the fence. With no successor heard it closes a heartbeat period after
-// the handover.
+// the fence. With no successor heard it closes a tick after the handover.
 func TestShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
 	synctest.Test(t, testShutdownKeepsTheConnectionUntilTheSuccessorLeads)
 }
@@ -381,7 +380,8 @@ func testShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
 		return gw3.IsLeader() && s.agents["gw1"].Leader() == "gw3" && s.agents["gw2"].Leader() == "gw3"
 	})
 	term := gw3.Term()
-	h := s.cfg("gw3").Heartbeat
+	cfg3 := s.cfg("gw3")
+	tick := cfg3.Tick()
 	start := time.Now()
 	stop3()
 	heard, ok := s.net.heardBeforeClose("gw3")
@@ -391,13 +391,12 @@ func testShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
 	if heard <= term {
 		t.Fatalf("gw3 closed its connection with no heartbeat of a later term than its own %d heard (highest %d): the report of its closing could overtake its RESIGN", term, heard)
 	}
-	if took := time.Since(start); took >= h {
-		t.Fatalf("gw3 took %s to stop: it waited out the heartbeat period rather than stop on its successor's heartbeat", took)
+	if took := time.Since(start); took >= tick {
+		t.Fatalf("gw3 took %s to stop: it waited out the tick rather than stop on its successor's heartbeat", took)
 	}
 	waitFor(t, 5*time.Second, "gw2 to lead", func() bool { return s.agents["gw2"].IsLeader() && s.agents["gw2"].Term() > term })
 
-	// gw3 again, now hearing no one: it leaves a heartbeat period after
-	// its RESIGN.
+	// gw3 again, now hearing no one: it leaves a tick after its RESIGN.
 	gw3, stop3 = run("gw3")
 	waitFor(t, 5*time.Second, "gw3 to follow gw2", func() bool { return gw3.Leader() == "gw2" })
 	stall(300 * time.Millisecond) // gw2 hears gw3's acknowledgements: it hands over to gw3
@@ -412,8 +411,8 @@ func testShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
 	s.net.CutOneWay("gw2", "gw3")
 	start = time.Now()
 	stop3()
-	if took := time.Since(start); took != h {
-		t.Fatalf("gw3 took %s to stop with no successor heard, want one heartbeat period, %s", took, h)
+	if took := time.Since(start); took != tick {
+		t.Fatalf("gw3 took %s to stop with no successor heard, want one tick, %s", took, tick)
 	}
 	if heard, ok := s.net.heardBeforeClose("gw3"); !ok || heard > term {
 		t.Fatalf("gw3's transport closed %v, having heard a heartbeat of term %d through a cut link", ok, heard)
@@ -438,7 +437,7 @@ func testShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
 	synctest.Wait() // gw3 handed over and waits
 	select {
 	case <-stopped:
-		t.Fatal("gw3 stopped before the heartbeat period without a successor heard")
+		t.Fatal("gw3 stopped before the tick without a successor heard")
 	default:
 	}
 	// An API request meanwhile is refused at once, not left waiting.
