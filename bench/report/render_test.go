@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -39,5 +40,24 @@ func TestHandWrittenSectionsKept(t *testing.T) {
 	scale, mixed, missed := strings.Index(md, "## 5. Scale"), strings.Index(md, "## 8. A site mid-upgrade\n\nrows\n"), strings.Index(md, "## Targets missed")
 	if scale < 0 || mixed < 0 || missed < 0 || !(scale < mixed && mixed < missed) {
 		t.Errorf("sections at %d (scale), %d (hand-written), %d (targets missed); want them in that order:\n%s", scale, mixed, missed, md)
+	}
+}
+
+// docs/BENCHMARKS.md is this program's output: the hand-written sections
+// and analysis it carries must be the ones kept here, or the next make
+// bench drops whatever was edited in the document alone.
+func TestDocumentCarriesTheHandWrittenParts(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/BENCHMARKS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"sections.md", "analysis.md"} {
+		part, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(doc), strings.TrimSpace(string(part))) {
+			t.Errorf("docs/BENCHMARKS.md does not carry bench/report/%s as it is: edit both, or run make bench", name)
+		}
 	}
 }
