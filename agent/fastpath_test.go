@@ -168,6 +168,20 @@ func (s *fastSite) start(id string, cfg Config, opts ...Option) *Agent {
 	return a
 }
 
+// startStoppable starts member id as start does, but on a context of its
+// own: stop cancels it and returns once Run has returned (again at once
+// after that). The agent is not in s.agents.
+func (s *fastSite) startStoppable(id string, cfg Config) (a *Agent, stop func()) {
+	a, err := New(cfg, WithTransport(s.net.Join(id)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = a.Run(ctx) }()
+	return a, func() { cancel(); <-ran }
+}
+
 // TestAgentFastFailoverOnDisconnectReport: when the leader's connection
 // closes, it stops acting in the same step, and the members, told so by
 // the bus, elect a successor at once instead of after D of silence.
@@ -301,14 +315,8 @@ func testAgentNoFenceAfterReportAndResign(t *testing.T) {
 	// gw3 runs on a context of its own: it exits after its handover.
 	cfg := s.cfg("gw3")
 	cfg.Fence = fence
-	gw3, err := New(cfg, WithTransport(s.net.Join("gw3")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx3, stop3 := context.WithCancel(s.ctx)
-	ran3 := make(chan struct{})
-	go func() { defer close(ran3); _ = gw3.Run(ctx3) }()
-	defer func() { stop3(); <-ran3 }()
+	gw3, stop3 := s.startStoppable("gw3", cfg)
+	defer stop3()
 	waitFor(t, 5*time.Second, "gw3 to lead", func() bool {
 		return gw3.IsLeader() && s.agents["gw1"].Leader() == "gw3" && s.agents["gw2"].Leader() == "gw3"
 	})
@@ -326,7 +334,6 @@ func testAgentNoFenceAfterReportAndResign(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop3()
-	<-ran3
 	start := time.Now()
 	s.net.mu.Lock()
 	s.net.nodes["gw2"].reports.Offer(Input{Kind: InputMemberGone, Member: "gw3", Conn: conn})
@@ -365,17 +372,7 @@ func testShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
 	for _, m := range s.members[:2] {
 		s.start(m.ID, s.cfg(m.ID))
 	}
-	run := func(id string) (*Agent, func()) {
-		a, err := New(s.cfg(id), WithTransport(s.net.Join(id)), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, stop := context.WithCancel(s.ctx)
-		ran := make(chan struct{})
-		go func() { defer close(ran); _ = a.Run(ctx) }()
-		return a, func() { stop(); <-ran }
-	}
-	gw3, stop3 := run("gw3")
+	gw3, stop3 := s.startStoppable("gw3", s.cfg("gw3"))
 	waitFor(t, 5*time.Second, "gw3 to lead", func() bool {
 		return gw3.IsLeader() && s.agents["gw1"].Leader() == "gw3" && s.agents["gw2"].Leader() == "gw3"
 	})
@@ -397,7 +394,7 @@ func testShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
 	waitFor(t, 5*time.Second, "gw2 to lead", func() bool { return s.agents["gw2"].IsLeader() && s.agents["gw2"].Term() > term })
 
 	// gw3 again, now hearing no one: it leaves a tick after its RESIGN.
-	gw3, stop3 = run("gw3")
+	gw3, stop3 = s.startStoppable("gw3", s.cfg("gw3"))
 	waitFor(t, 5*time.Second, "gw3 to follow gw2", func() bool { return gw3.Leader() == "gw2" })
 	stall(300 * time.Millisecond) // gw2 hears gw3's acknowledgements: it hands over to gw3
 	if err := s.agents["gw2"].Resign(context.Background()); err != nil {
@@ -421,7 +418,7 @@ func testShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
 	// And once more: its connection drops while it waits. Nothing is left
 	// open to keep, so it stops at once.
 	s.net.Heal()
-	gw3, stop3 = run("gw3")
+	gw3, stop3 = s.startStoppable("gw3", s.cfg("gw3"))
 	waitFor(t, 5*time.Second, "gw3 to follow", func() bool { return gw3.Leader() != "" && gw3.Leader() != "gw3" })
 	stall(300 * time.Millisecond)
 	if err := s.agents[gw3.Status().Leader].Resign(context.Background()); err != nil {
@@ -460,17 +457,10 @@ func testShutdownKeepsTheConnectionUntilTheSuccessorLeads(t *testing.T) {
 func TestShutdownWithNoSuccessorDoesNotWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newFastSite(t, 1, nil)
-		a, err := New(s.cfg("gw1"), WithTransport(s.net.Join("gw1")), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, stop := context.WithCancel(s.ctx)
-		ran := make(chan struct{})
-		go func() { defer close(ran); _ = a.Run(ctx) }()
+		a, stop := s.startStoppable("gw1", s.cfg("gw1"))
 		waitFor(t, 5*time.Second, "gw1 to lead", a.IsLeader)
 		start := time.Now()
 		stop()
-		<-ran
 		if took := time.Since(start); took != 0 {
 			t.Fatalf("the only member took %s to stop, want no wait", took)
 		}

@@ -188,8 +188,9 @@ func (g *group) stop() {
 
 // stopAll stops the groups side by side: a member that leads and shares a
 // connection (one that crash cannot close) hands over on its way out and
-// waits up to a heartbeat period for its successor, so stopping a
-// thousand groups one after the other took up to a thousand periods.
+// waits up to a tick for its successor, so stopping a thousand groups one
+// after the other took up to a thousand ticks (a heartbeat period each
+// when the wait was bounded by one).
 func stopAll(gs []*group) {
 	var wg sync.WaitGroup
 	for _, g := range gs {
