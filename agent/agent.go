@@ -185,10 +185,11 @@ type leaderWork struct {
 	duty        *Duty
 	releaseWait time.Duration
 	leadCancel  context.CancelFunc
-	leadDone    chan struct{} // loop-owned: closed once this leadership's work returned
-	leadPlanned *atomic.Bool  // loop-owned: set when this leadership ends by a planned handover
-	vip         vipState      // the duty's virtual IPs (vip.go)
-	dutyState   dutyState     // for status
+	leadCtx     context.Context // loop-owned: this leadership's; the lease guard may end it (handOverLapsed)
+	leadDone    chan struct{}   // loop-owned: closed once this leadership's work returned
+	leadPlanned *atomic.Bool    // loop-owned: set when this leadership ends by a planned handover
+	vip         vipState        // the duty's virtual IPs (vip.go)
+	dutyState   dutyState       // for status
 }
 
 // fastPath is the fast failover's state (fastpath.go).
@@ -685,6 +686,28 @@ func (a *Agent) handOver(nominee string) (herr, err error) {
 	return herr, err
 }
 
+// handOverLapsed hands leadership on when the lease guard ended this
+// leadership's work (the lease ran out as this leader's clock saw it: its
+// loop was held past the end) and the loop then found the lease renewed
+// after all, by acknowledgements that had waited in its mailbox. The work
+// is gone: the callbacks' context is over and the duty was killed at its
+// deadline, which is not started again in the term. Rather than lead on
+// without it, the leader hands over, as the duty supervisor does when it
+// killed the command at the deadline of a lease that was then renewed.
+func (a *Agent) handOverLapsed() error {
+	a.log.Warn("the lease ran out before the loop renewed it and the leader's work was stopped: handing over", "term", a.Term())
+	a.core.cause = causeLapsed
+	defer func() { a.core.cause = "" }()
+	if err := a.node.Resign(""); err != nil {
+		a.log.Error("cannot hand over", "err", err) // the core leads in this Ready: not expected
+	}
+	err := a.process()
+	if err == nil {
+		a.flush()
+	}
+	return err
+}
+
 // step gives m to the core, unless the agent refuses it first (a member
 // of another algorithm, a term jump); it reports whether the core saw m.
 func (a *Agent) step(m election.Message) bool {
@@ -984,6 +1007,8 @@ func (a *Agent) process() error {
 		a.in.judging, a.in.before = false, 0
 		if a.core.role != election.Leader {
 			a.startLeading(rd.Term)
+		} else if a.work.leadCtx != nil && a.work.leadCtx.Err() != nil {
+			return a.handOverLapsed()
 		}
 	} else if a.core.role == election.Leader {
 		a.stopLeading("lost leadership")
@@ -1187,7 +1212,7 @@ func (a *Agent) startLeading(term uint64) {
 	a.m.isLeader.Set(1)
 	a.out.journal.write(JournalEntry{Event: "lead", Term: term, Until: a.wallUntil(time.Duration(a.lease.leaseEnd.Load()))})
 	ctx, cancel := context.WithCancel(context.Background())
-	a.work.leadCancel = cancel
+	a.work.leadCtx, a.work.leadCancel = ctx, cancel
 	go a.leaseGuard(ctx, cancel)
 	a.work.leadDone = a.startLeaderWork(ctx, term)
 }

@@ -21,6 +21,7 @@ const (
 	causeShutdown = "shutting down"
 	causeResign   = "resign requested"
 	causeTransfer = "transfer requested"
+	causeLapsed   = "the lease ran out before the loop renewed it, and the leader's work was stopped"
 )
 
 // repeatLog decides which of a repeating line's occurrences are written:
