@@ -694,6 +694,8 @@ func (a *Agent) handOver(nominee string) (herr, err error) {
 // deadline, which is not started again in the term. Rather than lead on
 // without it, the leader hands over, as the duty supervisor does when it
 // killed the command at the deadline of a lease that was then renewed.
+// An agent without leader work (no OnStartedLeading, no duty) lost nothing
+// and leads on.
 func (a *Agent) handOverLapsed() error {
 	a.log.Warn("the lease ran out before the loop renewed it and the leader's work was stopped: handing over", "term", a.Term())
 	a.core.cause = causeLapsed
@@ -1007,7 +1009,7 @@ func (a *Agent) process() error {
 		a.in.judging, a.in.before = false, 0
 		if a.core.role != election.Leader {
 			a.startLeading(rd.Term)
-		} else if a.work.leadCtx != nil && a.work.leadCtx.Err() != nil {
+		} else if a.work.leadDone != nil && a.work.leadCtx.Err() != nil {
 			return a.handOverLapsed()
 		}
 	} else if a.core.role == election.Leader {
