@@ -12,11 +12,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"golang.org/x/sys/unix"
+
+	"github.com/edge-agent/edge-agent/agent"
+	"github.com/edge-agent/edge-agent/agent/wire"
 
 	"github.com/edge-agent/edge-agent/internal/dutycheck"
 	"github.com/edge-agent/edge-agent/internal/harness"
@@ -322,6 +327,11 @@ func (d *dutyTail) running(id string, term uint64, timeout time.Duration) bool {
 // Across all of it the duty lines must show 0 ms of overlap
 // (internal/dutycheck: a line covers one cadence from its time). make
 // duty-faults runs the counts of issue 14 (20 stops per length, 50 kills).
+//
+// Between the two, DUTY_FAULT_JIT (default 10) freezes of lease - H/2,
+// each the moment an observer on the bus sees the leader's next heartbeat
+// (freezeAfterHeartbeat): after each, a leader whose duty runs within
+// seconds, never the woken one leading on without its duty.
 func TestE2EDutyFaults(t *testing.T) {
 	dutyFaults(t, false, harness.EnvCount(t, "DUTY_FAULT_STOPS", 2), harness.EnvCount(t, "DUTY_FAULT_KILLS", 5))
 }
@@ -488,6 +498,24 @@ func dutyFaults(t *testing.T, fast bool, stops, kills int) {
 		}
 	}
 
+	jit := 0
+	if stops > 0 {
+		jit = harness.EnvCount(t, "DUTY_FAULT_JIT", 10)
+	}
+	var jitOutcomes []string
+	for i := 0; i < jit; i++ {
+		cur, _, _ = settled(cur.Term - 1)
+		froze := freezeAfterHeartbeat(t, site, ns.ClientURL(), cur.Leader, lease-hb/2)
+		// A leader whose duty runs: the frozen one in its term (its
+		// acknowledgements were read before the freeze), or a successor.
+		next := leading(cur.Term - 1)
+		jitOutcomes = append(jitOutcomes, fmt.Sprintf("%s/%d->%s/%d(%s)", cur.Leader, cur.Term, next.Leader, next.Term, froze))
+		cur = next
+	}
+	if jit > 0 {
+		t.Logf("freezes of lease - H/2 right after a heartbeat: %s", strings.Join(jitOutcomes, " "))
+	}
+
 	// SIGKILL.
 	var killGone []time.Duration
 	survivors := 0
@@ -567,4 +595,53 @@ func dutyFaults(t *testing.T, fast bool, stops, kills int) {
 	if len(violations) > 0 {
 		t.Errorf("SAFETY VIOLATION:\n%s", strings.Join(violations, "\n"))
 	}
+}
+
+// freezeAfterHeartbeat freezes leader the moment a client of the server at
+// url sees its next broadcast (a heartbeat, in a settled term), for d, and
+// thaws it; it returns how long after the heartbeat the freeze came. With
+// d = lease - H/2 the freeze ends past the end of the lease the previous
+// heartbeat dated (the duty's guard kills the tree a tick before that end)
+// but within the one this heartbeat dates, whose acknowledgements reach the
+// frozen agent's socket and wait there: woken, the agent finds its lease
+// renewed after its work was ended, the case a leader once led on in
+// without its duty.
+func freezeAfterHeartbeat(t *testing.T, site *harness.Site, url, leader string, d time.Duration) time.Duration {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var armed atomic.Bool
+	armed.Store(true)
+	froze := make(chan error, 1)
+	var sawAt, frozeAt time.Time
+	_, err = nc.Subscribe(wire.BroadcastSubject(agent.DefaultSubjectPrefix, site.Group, leader), func(*nats.Msg) {
+		if armed.CompareAndSwap(true, false) {
+			sawAt = time.Now()
+			err := site.Freeze(leader)
+			frozeAt = time.Now()
+			froze <- err
+		}
+	})
+	if err == nil {
+		err = nc.Flush()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-froze:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no broadcast of %s within 5s", leader)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d) // the fault: the agent frozen for d
+	if err := site.Thaw(leader); err != nil {
+		t.Fatal(err)
+	}
+	return frozeAt.Sub(sawAt).Round(time.Microsecond)
 }
