@@ -99,15 +99,18 @@ transfer:
 # The leader duty under a frozen or killed agent (issue 14): three agent
 # processes, H = 100 ms, a duty with a non-exec wrapper and a double-forked
 # worker writing its id and time every 10 ms; 20 SIGSTOPs of the leader for
-# each of 2x, 5x and 10x the lease, 50 SIGKILLs on heartbeats and 50 with
-# fast failover. Prints one summary line per path (overlap of the duty lines,
-# how long after its lease end a frozen leader's duty was gone, survivors of
-# a kill). make test runs the same test with 2 SIGSTOPs per length and 5 of
-# each kill (about 30 s).
+# each of 2x, 5x and 10x the lease, 100 SIGSTOPs of lease - H/2 right after
+# a heartbeat (the woken leader finds its lease renewed, its duty killed),
+# 50 SIGKILLs on heartbeats and 50 with fast failover. Prints one summary
+# line per path (overlap of the duty lines, how long after its lease end a
+# frozen leader's duty was gone, survivors of a kill). make test runs the
+# same test with 2 SIGSTOPs per length, 10 short ones and 5 of each kill
+# (about 30 s).
 DUTY_FAULT_STOPS ?= 20
+DUTY_FAULT_JIT ?= 100
 DUTY_FAULT_KILLS ?= 50
 duty-faults:
-	DUTY_FAULT_STOPS=$(DUTY_FAULT_STOPS) DUTY_FAULT_KILLS=$(DUTY_FAULT_KILLS) DUTY_FAULT_FAST_KILLS=$(DUTY_FAULT_KILLS) \
+	DUTY_FAULT_STOPS=$(DUTY_FAULT_STOPS) DUTY_FAULT_JIT=$(DUTY_FAULT_JIT) DUTY_FAULT_KILLS=$(DUTY_FAULT_KILLS) DUTY_FAULT_FAST_KILLS=$(DUTY_FAULT_KILLS) \
 		$(GO) test -race -count=1 -v -timeout 60m -run 'TestE2EDutyFaults' ./cmd/edge-agent
 
 # What the duty guard costs an idle leader: its CPU and memory, and the
