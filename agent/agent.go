@@ -701,7 +701,10 @@ func (a *Agent) handOverLapsed() error {
 	a.core.cause = causeLapsed
 	defer func() { a.core.cause = "" }()
 	if err := a.node.Resign(""); err != nil {
-		a.log.Error("cannot hand over", "err", err) // the core leads in this Ready: not expected
+		// The core led in the Ready just applied, so it cannot refuse;
+		// if it did, processing again would come back here.
+		a.log.Error("cannot hand over", "err", err)
+		return nil
 	}
 	err := a.process()
 	if err == nil {
