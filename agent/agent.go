@@ -1198,7 +1198,11 @@ func (a *Agent) report(ev election.Event) {
 			a.log.Info("election failed", "term", ev.Term, "reason", ev.Reason.String())
 		}
 	case election.EventSteppedDown:
-		a.m.stepDowns.WithLabelValues(ev.Reason.Label()).Inc()
+		label := ev.Reason.Label()
+		if a.core.cause == causeLapsed {
+			label = election.ReasonLeaseExpired.Label() // a handover, but because the lease ran out
+		}
+		a.m.stepDowns.WithLabelValues(label).Inc()
 		if isHandover(ev.Reason) {
 			a.log.Info("stepped down", "term", ev.Term, "reason", handoverWords(ev.Reason, a.core.resignTo, a.core.cause), "peer", a.core.resignTo)
 		} else {
