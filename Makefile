@@ -100,7 +100,7 @@ transfer:
 # processes, H = 100 ms, a duty with a non-exec wrapper and a double-forked
 # worker writing its id and time every 10 ms; 20 SIGSTOPs of the leader for
 # each of 2x, 5x and 10x the lease, 100 SIGSTOPs of lease - H/2 right after
-# a heartbeat (the woken leader finds its lease renewed, its duty killed),
+# a heartbeat (rarely, the woken leader finds its lease renewed, its duty killed),
 # 50 SIGKILLs on heartbeats and 50 with fast failover. Prints one summary
 # line per path (overlap of the duty lines, how long after its lease end a
 # frozen leader's duty was gone, survivors of a kill). make test runs the

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -381,9 +382,11 @@ func dutyFaults(t *testing.T, fast bool, stops, kills int) {
 	}
 	site := harness.NewSite(binary, ns.ClientURL(), dir, 3, args...)
 	site.Journals = true
+	ends := &stepDownCount{}
 	if testing.Verbose() && os.Getenv("E2E_LOG") != "" {
-		site.Log = os.Stderr
+		ends.next = os.Stderr
 	}
+	site.Log = ends
 	defer site.Stop()
 	defer func() { killAll(processesWith(marker)) }() // what a failed run left
 	if err := site.StartAll(); err != nil {
@@ -503,6 +506,7 @@ func dutyFaults(t *testing.T, fast bool, stops, kills int) {
 		jit = harness.EnvCount(t, "DUTY_FAULT_JIT", 10)
 	}
 	var jitOutcomes []string
+	endsBefore := ends.snapshot()
 	for i := 0; i < jit; i++ {
 		cur, _, _ = settled(cur.Term - 1)
 		froze := freezeAfterHeartbeat(t, site, ns.ClientURL(), cur.Leader, lease-hb/2)
@@ -513,7 +517,8 @@ func dutyFaults(t *testing.T, fast bool, stops, kills int) {
 		cur = next
 	}
 	if jit > 0 {
-		t.Logf("freezes of lease - H/2 right after a heartbeat: %s", strings.Join(jitOutcomes, " "))
+		t.Logf("freezes of lease - H/2 right after a heartbeat: %s; leaderships ended meanwhile: %s",
+			strings.Join(jitOutcomes, " "), ends.since(endsBefore))
 	}
 
 	// SIGKILL.
@@ -644,4 +649,53 @@ func freezeAfterHeartbeat(t *testing.T, site *harness.Site, url, leader string, 
 		t.Fatal(err)
 	}
 	return frozeAt.Sub(sawAt).Round(time.Microsecond)
+}
+
+// stepDownCount counts the agents' log lines that say how a leadership
+// ended (a harness.Site's Log), passing them on to next if set: which path
+// a fault took, as far as the logs tell.
+type stepDownCount struct {
+	mu     sync.Mutex
+	next   io.Writer
+	counts [len(stepDownWords)]int
+}
+
+// stepDownWords are the ends counted: the handover of a leader whose lease
+// guard ended its work before the loop renewed the lease, the duty's resign
+// after its deadline kill (or its failures), and a step-down for an expired
+// lease (found by the core's ticks or the loop's clock).
+var stepDownWords = [...]struct{ name, line, word string }{
+	{"lapsed_handover", `"msg":"the lease ran out before the loop renewed it`, ""},
+	{"duty_resign", `"msg":"stepped down"`, "resign requested"},
+	{"lease_expired", `"msg":"stepped down"`, `"reason":"lease expired`},
+}
+
+func (c *stepDownCount) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	for i, w := range stepDownWords {
+		if bytes.Contains(p, []byte(w.line)) && bytes.Contains(p, []byte(w.word)) {
+			c.counts[i]++
+		}
+	}
+	c.mu.Unlock()
+	if c.next != nil {
+		return c.next.Write(p)
+	}
+	return len(p), nil
+}
+
+func (c *stepDownCount) snapshot() [len(stepDownWords)]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts
+}
+
+// since says the counts since an earlier snapshot.
+func (c *stepDownCount) since(before [len(stepDownWords)]int) string {
+	now := c.snapshot()
+	var out []string
+	for i, w := range stepDownWords {
+		out = append(out, fmt.Sprintf("%s=%d", w.name, now[i]-before[i]))
+	}
+	return strings.Join(out, " ")
 }
