@@ -215,7 +215,8 @@ type fastPath struct {
 
 type request struct {
 	nominee string
-	drain   *bool // Drain: drain (true) or undrain, instead of a handover
+	term    uint64 // a handover of this term's leadership only (0: whatever leads now)
+	drain   *bool  // Drain: drain (true) or undrain, instead of a handover
 	reply   chan error
 }
 
@@ -612,9 +613,12 @@ func (s *stepper) request(r request) error {
 	a := s.a
 	s.clock.catchUp(a.node, a.mono())
 	var rerr, err error
-	if r.drain != nil {
+	switch {
+	case r.drain != nil:
 		rerr, err = a.setDrained(*r.drain)
-	} else {
+	case r.term != 0 && r.term != a.Term():
+		rerr = ErrNotLeader // that leadership is over: this one is left alone
+	default:
 		rerr, err = a.handOver(r.nominee)
 	}
 	r.reply <- rerr

@@ -120,10 +120,10 @@ func (l dutyLease) LeaseLength() time.Duration {
 func (l dutyLease) IsLeader() bool  { return l.a.IsLeader() }
 func (l dutyLease) Connected() bool { return l.a.in.bus.Up(l.a.lease.term.Load()) }
 
-func (l dutyLease) Resign() error {
+func (l dutyLease) Resign(term uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.a.cfg.SuspectAfter()+l.a.work.releaseWait)
 	defer cancel()
-	return l.a.Resign(ctx)
+	return l.a.ask(ctx, request{term: term})
 }
 
 // dutyState is the duty's state as status reports it, kept beside the

@@ -209,3 +209,36 @@ func testTransferWhoseWorkDidNotStopSaysSo(t *testing.T) {
 		t.Fatalf("%s leads at once although the handover to it was never announced", to)
 	}
 }
+
+// TestDutyResignOfAnEarlierTermIsIgnored: the duty resigns from a goroutine
+// of its own (after a deadline kill, or repeated failures), so its request
+// may reach the loop after the leadership it was made for ended and a new
+// one began on the same agent. It must not hand that one over.
+func TestDutyResignOfAnEarlierTermIsIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newTestSite(t, 3)
+		waitFor(t, 5*time.Second, "gw3 to lead", func() bool { return s.agreed("gw1", "gw2", "gw3") == "gw3" })
+		// gw3 leads a second time: over to gw2, and back.
+		for _, to := range []string{"gw2", "gw3"} {
+			from := s.agreed("gw1", "gw2", "gw3")
+			if err := s.agents[from].Transfer(context.Background(), to); err != nil {
+				t.Fatalf("transfer from %s to %s: %v", from, to, err)
+			}
+			waitFor(t, 5*time.Second, to+" to lead", func() bool { return s.agreed("gw1", "gw2", "gw3") == to })
+		}
+		a := s.agents["gw3"]
+		term := a.Term()
+		if err := (dutyLease{a}).Resign(term - 1); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("resign of term %d while leading %d: %v, want ErrNotLeader", term-1, term, err)
+		}
+		if !a.IsLeader() || a.Term() != term {
+			t.Fatalf("after a resign of term %d: gw3 leads=%v in term %d, want term %d kept", term-1, a.IsLeader(), a.Term(), term)
+		}
+		if err := (dutyLease{a}).Resign(term); err != nil {
+			t.Fatalf("resign of its own term %d: %v", term, err)
+		}
+		if a.IsLeader() {
+			t.Fatalf("gw3 still leads after the resign of its term %d", term)
+		}
+	})
+}

@@ -37,9 +37,10 @@ type Lease interface {
 	// Connected reports whether the bus connections the members act on
 	// are up (fast failover: a leader cut off may be replaced at once).
 	Connected() bool
-	// Resign hands leadership on, as the operator's resign does, waiting
-	// at most as long as a handover may take.
-	Resign() error
+	// Resign hands on the leadership of term, as the operator's resign
+	// does, waiting at most as long as a handover may take; a leadership
+	// of another term (one that began since) is left alone.
+	Resign(term uint64) error
 }
 
 // ErrAttached is Attach's error for a duty already attached to an agent.
@@ -191,7 +192,7 @@ func (d *Duty) lead(ctx context.Context, term uint64, planned *atomic.Bool) {
 // failed records a failure of the command (an exit while leading, or a
 // failed start) and decides: resign after MaxFailures within the window, or
 // restart after the backoff.
-func (d *Duty) failed(ctx context.Context, log *slog.Logger, now, ran time.Duration, bo *backoff.ExponentialBackOff) (resigned bool, nextStart time.Duration) {
+func (d *Duty) failed(ctx context.Context, log *slog.Logger, term uint64, now, ran time.Duration, bo *backoff.ExponentialBackOff) (resigned bool, nextStart time.Duration) {
 	if ran >= d.cfg.FailureWindow {
 		bo.Reset()
 	}
@@ -207,7 +208,7 @@ func (d *Duty) failed(ctx context.Context, log *slog.Logger, now, ran time.Durat
 			"failures", len(d.failures), "window", d.cfg.FailureWindow)
 		// The failures stay counted: leadership that comes back within the
 		// window (a preemption) resigns at the first failure.
-		go d.resign(ctx, log, "resign after duty failures")
+		go d.resign(ctx, log, term, "resign after duty failures")
 		return true, 0
 	}
 	wait := bo.NextBackOff()
@@ -215,10 +216,10 @@ func (d *Duty) failed(ctx context.Context, log *slog.Logger, now, ran time.Durat
 	return false, now + wait
 }
 
-// resign hands leadership on from a goroutine of the duty; a failure is
-// logged (as what) while the leadership ctx still lives.
-func (d *Duty) resign(ctx context.Context, log *slog.Logger, what string) {
-	if err := d.host.Lease.Resign(); err != nil && ctx.Err() == nil {
+// resign hands the leadership of term on from a goroutine of the duty; a
+// failure is logged (as what) while the leadership ctx still lives.
+func (d *Duty) resign(ctx context.Context, log *slog.Logger, term uint64, what string) {
+	if err := d.host.Lease.Resign(term); err != nil && ctx.Err() == nil {
 		log.Warn(what, "err", err)
 	}
 }

@@ -26,7 +26,7 @@ func (l *fakeLease) LeaseEnd() (time.Duration, bool) { return l.Now() + time.Hou
 func (l *fakeLease) LeaseLength() time.Duration      { return time.Hour }
 func (l *fakeLease) IsLeader() bool                  { return true }
 func (l *fakeLease) Connected() bool                 { return true }
-func (l *fakeLease) Resign() error                   { l.resigns.Add(1); return nil }
+func (l *fakeLease) Resign(uint64) error             { l.resigns.Add(1); return nil }
 
 func testHost(l Lease) Host {
 	return Host{ID: "gw1", Group: "site", Lease: l,

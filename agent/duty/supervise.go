@@ -33,6 +33,7 @@ type supervisor struct {
 	log     *slog.Logger
 	env     []string
 	label   string
+	term    uint64
 	planned interface{ Load() bool }
 	lc      leaseClock
 	bo      *backoff.ExponentialBackOff
@@ -79,7 +80,7 @@ type supervisor struct {
 func (d *Duty) supervise(ctx context.Context, log *slog.Logger, term uint64, env []string, planned interface{ Load() bool }) {
 	t := d.host.Timing
 	s := &supervisor{d: d, ctx: ctx, log: log, env: env, planned: planned, lc: leaseClock{l: d.host.Lease},
-		label:    d.host.ID + "/" + strconv.FormatUint(term, 10),
+		label: d.host.ID + "/" + strconv.FormatUint(term, 10), term: term,
 		softLead: softLead(d.cfg.Grace, t.Heartbeat, t.Lease),
 		hardLead: max(t.Tick, time.Millisecond),
 		poll:     max(t.Tick, time.Millisecond),
@@ -230,7 +231,7 @@ func (s *supervisor) start() {
 	}
 	if err != nil {
 		s.log.Error("leader duty failed to start", "err", err)
-		s.resigned, s.nextStart = d.failed(s.ctx, s.log, s.now, 0, s.bo)
+		s.resigned, s.nextStart = d.failed(s.ctx, s.log, s.term, s.now, 0, s.bo)
 		return
 	}
 	s.child, s.stopping, s.killed, s.deadline = p, false, false, false
@@ -271,7 +272,7 @@ func (s *supervisor) exited() {
 		if s.ctx.Err() == nil {
 			// The lease was renewed after all: hand leadership on
 			// rather than run the duty on a leader that lost hold of it.
-			go d.resign(s.ctx, s.log, "resign after the duty's lease deadline")
+			go d.resign(s.ctx, s.log, s.term, "resign after the duty's lease deadline")
 		}
 	case s.stopping || c.soft:
 		// Stopped as asked, or by the guard's SIGTERM as the lease
@@ -280,6 +281,6 @@ func (s *supervisor) exited() {
 		s.log.Info("leader duty stopped", "pid", pid, "ran", ran, "exit", exitText(c.err), "by_guard", c.soft && !s.stopping)
 	default:
 		s.log.Warn("leader duty exited while leading", "pid", pid, "ran", ran, "exit", exitText(c.err))
-		s.resigned, s.nextStart = d.failed(s.ctx, s.log, d.host.Lease.Now(), ran, s.bo)
+		s.resigned, s.nextStart = d.failed(s.ctx, s.log, s.term, d.host.Lease.Now(), ran, s.bo)
 	}
 }

@@ -63,7 +63,7 @@ func (l *fixedLease) LeaseEnd() (time.Duration, bool) { return l.end, true }
 func (l *fixedLease) LeaseLength() time.Duration      { return time.Hour }
 func (l *fixedLease) IsLeader() bool                  { return l.Now() < l.end }
 func (l *fixedLease) Connected() bool                 { return true }
-func (l *fixedLease) Resign() error                   { return nil }
+func (l *fixedLease) Resign(uint64) error             { return nil }
 
 // TestDutyNotRestartedAfterGuardDeadline: when the guard kills the duty
 // because its deadline passed while the lease was still renewed (here: the
