@@ -80,7 +80,8 @@ type supervisor struct {
 func (d *Duty) supervise(ctx context.Context, log *slog.Logger, term uint64, env []string, planned interface{ Load() bool }) {
 	t := d.host.Timing
 	s := &supervisor{d: d, ctx: ctx, log: log, env: env, planned: planned, lc: leaseClock{l: d.host.Lease},
-		label: d.host.ID + "/" + strconv.FormatUint(term, 10), term: term,
+		label:    d.host.ID + "/" + strconv.FormatUint(term, 10),
+		term:     term,
 		softLead: softLead(d.cfg.Grace, t.Heartbeat, t.Lease),
 		hardLead: max(t.Tick, time.Millisecond),
 		poll:     max(t.Tick, time.Millisecond),
