@@ -38,7 +38,10 @@ var ErrNotRunning = errors.New("agent: not running")
 type Callbacks struct {
 	// OnStartedLeading runs in its own goroutine when this agent becomes
 	// leader. ctx is cancelled the moment leadership is lost (before
-	// OnStoppedLeading), and at the latest when the lease runs out.
+	// OnStoppedLeading), and at the latest when the lease runs out. A
+	// leadership whose ctx ended with the lease is over even if the lease
+	// is then renewed (acknowledgements read late): the agent hands over
+	// rather than lead on without its work.
 	OnStartedLeading func(ctx context.Context, term uint64)
 	// OnStoppedLeading is called after leadership was lost.
 	OnStoppedLeading func()
