@@ -42,11 +42,16 @@ func (s *stallingTransport) Send(m election.Message) error {
 // with work, the members have leader work: OnStartedLeading records
 // "started TERM" and, when its context ends, "ctx done".
 func newStallingSite(t *testing.T, members []election.Member, work bool, witnesses ...string) (*testSite, map[string]*stallingTransport) {
+	return newStallingSiteOf(t, AlgorithmBully, members, work, witnesses...)
+}
+
+// newStallingSiteOf is newStallingSite with the election algorithm alg.
+func newStallingSiteOf(t *testing.T, alg string, members []election.Member, work bool, witnesses ...string) (*testSite, map[string]*stallingTransport) {
 	s := &testSite{t: t, net: NewMemNetwork(), agents: map[string]*Agent{}, cancel: map[string]context.CancelFunc{},
 		done: map[string]chan error{}, rec: map[string]*recorder{}}
 	stalls := map[string]*stallingTransport{}
 	for _, m := range members {
-		cfg := Config{ID: m.ID, Group: "site", Members: members, Witnesses: witnesses,
+		cfg := Config{ID: m.ID, Group: "site", Members: members, Witnesses: witnesses, Algorithm: alg,
 			Heartbeat: 50 * time.Millisecond, StateDir: t.TempDir(), HoldDown: time.Hour}
 		tr := &stallingTransport{Transport: s.net.Join(m.ID)}
 		rec := &recorder{}
@@ -138,26 +143,32 @@ func testAgentLeaseCountsQueuedAcknowledgements(t *testing.T) {
 // the rest of the term, as a fault test once saw): it hands over, and the
 // site is led by a member whose work runs.
 func TestAgentDoesNotLeadOnWithoutItsWork(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
-		s, stalls := newStallingSite(t, members, true)
-		ids := []string{"gw1", "gw2", "gw3"}
-		waitFor(t, 5*time.Second, "a leader", func() bool { return s.agreed(ids...) != "" })
-		old := s.agreed(ids...)
-		a := s.agents[old]
-		term := a.Term()
-		holdPastLease(t, a, stalls[old])
-		waitFor(t, 5*time.Second, "a leader with its work running", func() bool {
-			l := s.agreed(ids...)
-			return l != "" && s.working(l)
+	for _, alg := range []string{AlgorithmBully, AlgorithmRing} {
+		t.Run(alg, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testAgentDoesNotLeadOnWithoutItsWork(t, alg) })
 		})
-		// A handover, counted as the lease's end that caused it.
-		expired, resigned := testutil.ToFloat64(a.m.stepDowns.WithLabelValues("lease_expired")), testutil.ToFloat64(a.m.stepDowns.WithLabelValues("resigned"))
-		if expired != 1 || resigned != 0 || a.Term() == term && a.IsLeader() {
-			t.Errorf("%s: step-downs lease_expired %v resigned %v, leads=%v in term %d (was %d); its callbacks: %v",
-				old, expired, resigned, a.IsLeader(), a.Term(), term, s.rec[old].list())
-		}
+	}
+}
+
+func testAgentDoesNotLeadOnWithoutItsWork(t *testing.T, alg string) {
+	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
+	s, stalls := newStallingSiteOf(t, alg, members, true)
+	ids := []string{"gw1", "gw2", "gw3"}
+	waitFor(t, 5*time.Second, "a leader", func() bool { return s.agreed(ids...) != "" })
+	old := s.agreed(ids...)
+	a := s.agents[old]
+	term := a.Term()
+	holdPastLease(t, a, stalls[old])
+	waitFor(t, 5*time.Second, "a leader with its work running", func() bool {
+		l := s.agreed(ids...)
+		return l != "" && s.working(l)
 	})
+	// A handover, counted as the lease's end that caused it.
+	expired, resigned := testutil.ToFloat64(a.m.stepDowns.WithLabelValues("lease_expired")), testutil.ToFloat64(a.m.stepDowns.WithLabelValues("resigned"))
+	if expired != 1 || resigned != 0 || a.Term() == term && a.IsLeader() {
+		t.Errorf("%s: step-downs lease_expired %v resigned %v, leads=%v in term %d (was %d); its callbacks: %v",
+			old, expired, resigned, a.IsLeader(), a.Term(), term, s.rec[old].list())
+	}
 }
 
 // holdPastLease holds a's loop, once it sent its next heartbeat N, past the
