@@ -997,9 +997,11 @@ func (a *Agent) process() error {
 	}
 	// The snapshot first: a caller that sees IsLeader turn true must not
 	// then read a status from before the election.
-	st := a.node.Status()
+	// The loop is the snapshot's only writer: it refills it in place and
+	// reads it unlocked; readers copy its members under the lock.
 	a.status.mu.Lock()
-	a.status.snapshot = st
+	a.node.StatusInto(&a.status.snapshot)
+	st := a.status.snapshot
 	a.status.mu.Unlock()
 	a.noteShortPromises(st)
 	if rd.Role == election.Leader {
@@ -1277,6 +1279,7 @@ func (a *Agent) stopLeading(why string) {
 func (a *Agent) Status() StatusReport {
 	a.status.mu.Lock()
 	st := a.status.snapshot
+	st.Members = slices.Clone(st.Members) // the loop refills the snapshot in place
 	a.status.mu.Unlock()
 	role := st.Role.String()
 	leading := a.IsLeader()

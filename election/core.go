@@ -345,7 +345,13 @@ func (c *core) Ready() Ready {
 }
 
 func (c *core) Status() Status {
-	st := Status{ID: c.self.ID, Role: c.role, Leader: c.leader, Term: c.hs.Term, Quorum: int(c.quorum)}
+	var st Status
+	c.StatusInto(&st)
+	return st
+}
+
+func (c *core) StatusInto(into *Status) {
+	st := Status{ID: c.self.ID, Role: c.role, Leader: c.leader, Term: c.hs.Term, Quorum: int(c.quorum), Members: into.Members[:0]}
 	for _, m := range c.members {
 		drained := c.peerDrained[m.ID] && !c.witness[m.ID] // a witness's acknowledgements always say drained
 		if m.ID == c.self.ID {
@@ -363,7 +369,7 @@ func (c *core) Status() Status {
 		}
 		st.Members = append(st.Members, ms)
 	}
-	return st
+	*into = st
 }
 
 // alive is the node's best knowledge of whether id is up.

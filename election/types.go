@@ -389,6 +389,9 @@ type Node interface {
 	Ready() Ready
 	// Status is a snapshot of the node's view, for status reports.
 	Status() Status
+	// StatusInto is Status written over *st, reusing its Members' array:
+	// a loop that takes a snapshot after every step allocates none.
+	StatusInto(st *Status)
 }
 
 // Status is a point-in-time view of a node.
