@@ -144,6 +144,9 @@ type NATSTransport struct {
 	proto   *protocols
 	inst    string
 	onDup   func(string)
+	// instUnsigned is the encoded announcement of an unsigned group,
+	// the same every period: made once (only sendInstance uses it).
+	instUnsigned []byte
 
 	raw     chan *nats.Msg // filled by the NATS client; nil when dispatched
 	work    []*nats.Msg    // checked for size, subject and rate; waiting for decoding (receive's own)
@@ -823,6 +826,11 @@ func (t *NATSTransport) sendInstance() {
 	if t.isClosed() || !t.nc.IsConnected() {
 		return
 	}
+	subject := wire.DirectSubject(t.prefix, t.group, t.self, t.self)
+	if t.signing == nil && t.instUnsigned != nil {
+		_ = t.nc.Publish(subject, t.instUnsigned) // the client copies it
+		return
+	}
 	m := wire.InstanceMsg{From: t.self, Instance: t.inst}
 	if t.signing != nil {
 		m.Ep, m.N = t.signing.Next()
@@ -831,7 +839,10 @@ func (t *NATSTransport) sendInstance() {
 	if err != nil {
 		return
 	}
-	out := &nats.Msg{Subject: wire.DirectSubject(t.prefix, t.group, t.self, t.self), Data: data}
+	if t.signing == nil {
+		t.instUnsigned = data
+	}
+	out := &nats.Msg{Subject: subject, Data: data}
 	if t.signing != nil {
 		sig, err := t.signing.Sign(out.Subject, data)
 		if err != nil {

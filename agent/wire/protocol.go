@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -140,8 +139,7 @@ func DecodeAnnouncement(data []byte, subject, prefix, group string) (Announcemen
 	// Unknown keys are allowed: later protocols may say more of
 	// themselves, and the announcement is what tells them apart.
 	var w wireAnnouncement
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&w); err != nil || dec.More() {
+	if err := json.Unmarshal(data, &w); err != nil {
 		return Announcement{}, bad(ReasonMalformed, "announcement: %v", err)
 	}
 	if w.V != WireVersion || w.Type != announcementType {

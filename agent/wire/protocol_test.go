@@ -114,6 +114,8 @@ func TestAnnouncement(t *testing.T) {
 		name, data, subject, reason string
 	}{
 		{"not json", `{"v":1,`, subj, ReasonMalformed},
+		{"two objects", string(data) + string(data), subj, ReasonMalformed},
+		{"trailing brace", string(data) + `}`, subj, ReasonMalformed},
 		{"other sender", string(data), AnnounceSubject("p", "g", "gw2"), ReasonSubjectMismatch},
 		{"election subject", string(data), BroadcastSubject("p", "g", "gw1"), ReasonSubjectMismatch},
 		{"group", strings.Replace(string(data), `"group":"g"`, `"group":"h"`, 1), subj, ReasonWrongGroup},

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/edge-agent/edge-agent/election"
@@ -222,7 +223,12 @@ func EncodeTimed(group string, tick time.Duration, m election.Message, ep, n uin
 	if err := checkFields(m); err != nil {
 		return nil, err
 	}
-	w := wireMessage{
+	w := wires.Get().(*wireMessage) // json.Marshal's argument is on the heap
+	defer func() {
+		*w = wireMessage{}
+		wires.Put(w)
+	}()
+	*w = wireMessage{
 		V:            WireVersion,
 		Group:        group,
 		Type:         m.Type.String(),
@@ -252,9 +258,9 @@ func EncodeTimed(group string, tick time.Duration, m election.Message, ep, n uin
 		w.PV = ProtocolMax
 	}
 	if m.Type == election.MsgVote || m.Type == election.MsgPreVoteReply {
-		w.Granted = &m.Granted
+		w.Granted = &granted[b2i(m.Granted)] // not &m.Granted, which would put m on the heap
 	}
-	data, err := json.Marshal(&w)
+	data, err := json.Marshal(w)
 	if err != nil {
 		return nil, fmt.Errorf("wire: encode %s: %w", m.Type, err)
 	}
@@ -262,6 +268,17 @@ func EncodeTimed(group string, tick time.Duration, m election.Message, ep, n uin
 		return nil, bad(ReasonOversize, "encoded %s is %d bytes, over %d", m.Type, len(data), MaxMessageSize)
 	}
 	return data, nil
+}
+
+// granted are the values a vote's or pre-vote reply's "granted" points to
+// (read only).
+var granted = [2]bool{false, true}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Decode parses and checks one message received on subject. It returns a
@@ -392,7 +409,11 @@ func decodeChecked(w wireMessage, subject string, expect DecodeContext) (electio
 // The results are those of the token-by-token parser it replaced
 // (parseTokens in the tests, FuzzParseWire).
 func parseWire(data []byte) (wireMessage, error) {
-	var s wireScan
+	s := scans.Get().(*wireScan) // the scan's fields point into it: on the heap
+	defer func() {
+		*s = wireScan{}
+		scans.Put(s)
+	}()
 	if !json.Valid(data) {
 		var v any
 		return s.w, &BadMessageError{Reason: ReasonMalformed, Err: json.Unmarshal(data, &v)}
@@ -431,6 +452,13 @@ func parseWire(data []byte) (wireMessage, error) {
 	s.w.V = WireVersion
 	return s.w, nil
 }
+
+// wires are EncodeTimed's messages, reused as scans are.
+var wires = sync.Pool{New: func() any { return new(wireMessage) }}
+
+// scans are parseWire's scans, reused: a witness parses thousands of
+// messages a second.
+var scans = sync.Pool{New: func() any { return new(wireScan) }}
 
 // wireScan is what parseWire has read of an object so far.
 type wireScan struct {
