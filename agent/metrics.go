@@ -3,6 +3,7 @@ package agent
 import (
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,13 +16,17 @@ import (
 // metrics are the agent's Prometheus series, all under edge_election_ on a
 // registry of the agent's own.
 type metrics struct {
-	isLeader       prometheus.Gauge
-	term           prometheus.Gauge
-	leaderInfo     gaugeVec
-	leaderChanges  prometheus.Counter
-	elections      counterVec
-	stepDowns      counterVec
-	messages       counterVec
+	isLeader      prometheus.Gauge
+	term          prometheus.Gauge
+	leaderInfo    gaugeVec
+	leaderChanges prometheus.Counter
+	elections     counterVec
+	stepDowns     counterVec
+	messages      counterVec
+	// byMessage holds messages' series by type and direction (in, out)
+	// once looked up: every message is counted, from the loop and from
+	// the bus's goroutines.
+	byMessage      [16][2]atomic.Pointer[prometheus.Counter]
 	bad            counterVec
 	badByReason    map[string]prometheus.Counter // the pre-declared reasons, looked up without hashing labels
 	quorumLive     prometheus.Gauge
@@ -197,7 +202,25 @@ func stepDownReasons() []string {
 }
 
 func (m *metrics) message(t election.MsgType, direction string) {
-	m.messages.WithLabelValues(t.String(), direction).Inc()
+	d := -1
+	switch direction {
+	case "in":
+		d = 0
+	case "out":
+		d = 1
+	}
+	if d < 0 || int(t) >= len(m.byMessage) {
+		m.messages.WithLabelValues(t.String(), direction).Inc()
+		return
+	}
+	slot := &m.byMessage[t][d]
+	if c := slot.Load(); c != nil {
+		(*c).Inc()
+		return
+	}
+	c := m.messages.WithLabelValues(t.String(), direction)
+	slot.Store(&c)
+	c.Inc()
 }
 
 // badMessage counts a dropped message. It runs for every message of a
