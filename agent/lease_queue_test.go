@@ -37,16 +37,12 @@ func (s *stallingTransport) Send(m election.Message) error {
 	return err
 }
 
-// newStallingSite starts members (witnesses among them) on an in-memory
-// network, each on a stallingTransport. OnStoppedLeading records "stopped";
-// with work, the members have leader work: OnStartedLeading records
-// "started TERM" and, when its context ends, "ctx done".
-func newStallingSite(t *testing.T, members []election.Member, work bool, witnesses ...string) (*testSite, map[string]*stallingTransport) {
-	return newStallingSiteOf(t, AlgorithmBully, members, work, witnesses...)
-}
-
-// newStallingSiteOf is newStallingSite with the election algorithm alg.
-func newStallingSiteOf(t *testing.T, alg string, members []election.Member, work bool, witnesses ...string) (*testSite, map[string]*stallingTransport) {
+// newStallingSite starts members (witnesses among them), electing with
+// alg, on an in-memory network, each on a stallingTransport.
+// OnStoppedLeading records "stopped"; with work, the members have leader
+// work: OnStartedLeading records "started TERM" and, when its context
+// ends, "ctx done".
+func newStallingSite(t *testing.T, alg string, members []election.Member, work bool, witnesses ...string) (*testSite, map[string]*stallingTransport) {
 	s := &testSite{t: t, net: NewMemNetwork(), agents: map[string]*Agent{}, cancel: map[string]context.CancelFunc{},
 		done: map[string]chan error{}, rec: map[string]*recorder{}}
 	stalls := map[string]*stallingTransport{}
@@ -108,7 +104,7 @@ func TestAgentLeaseCountsQueuedAcknowledgements(t *testing.T) {
 
 func testAgentLeaseCountsQueuedAcknowledgements(t *testing.T) {
 	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "wit", Priority: 3}}
-	s, stalls := newStallingSite(t, members, false, "wit")
+	s, stalls := newStallingSite(t, AlgorithmBully, members, false, "wit")
 	waitFor(t, 5*time.Second, "gw2 to lead", func() bool { return s.agreed("gw1", "gw2", "wit") == "gw2" })
 
 	// The gateways are cut apart: gw2's lease rests on the witness alone.
@@ -152,7 +148,7 @@ func TestAgentDoesNotLeadOnWithoutItsWork(t *testing.T) {
 
 func testAgentDoesNotLeadOnWithoutItsWork(t *testing.T, alg string) {
 	members := []election.Member{{ID: "gw1", Priority: 1}, {ID: "gw2", Priority: 2}, {ID: "gw3", Priority: 3}}
-	s, stalls := newStallingSiteOf(t, alg, members, true)
+	s, stalls := newStallingSite(t, alg, members, true)
 	ids := []string{"gw1", "gw2", "gw3"}
 	waitFor(t, 5*time.Second, "a leader", func() bool { return s.agreed(ids...) != "" })
 	old := s.agreed(ids...)

@@ -258,7 +258,8 @@ func EncodeTimed(group string, tick time.Duration, m election.Message, ep, n uin
 		w.PV = ProtocolMax
 	}
 	if m.Type == election.MsgVote || m.Type == election.MsgPreVoteReply {
-		w.Granted = &granted[b2i(m.Granted)] // not &m.Granted, which would put m on the heap
+		g := m.Granted // not &m.Granted, which would put all of m on the heap for every message
+		w.Granted = &g
 	}
 	data, err := json.Marshal(w)
 	if err != nil {
@@ -268,17 +269,6 @@ func EncodeTimed(group string, tick time.Duration, m election.Message, ep, n uin
 		return nil, bad(ReasonOversize, "encoded %s is %d bytes, over %d", m.Type, len(data), MaxMessageSize)
 	}
 	return data, nil
-}
-
-// granted are the values a vote's or pre-vote reply's "granted" points to
-// (read only).
-var granted = [2]bool{false, true}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // Decode parses and checks one message received on subject. It returns a

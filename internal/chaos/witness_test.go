@@ -280,10 +280,10 @@ func (w *world) witnessCycles(n int, pick func(i int, r *rand.Rand, leader strin
 // shorter than the lease leaves the leader leading on an acknowledgement
 // from before it; a fault begun before the next renewal carried the end of
 // the last one into it (a lease lost "while only the witness was away" 25 ms
-// after a 145 ms cut of the leader had run it down; on 2026-12-06, 1 ms
-// before the witness was killed, after a 158 ms drop of what the leader
-// received: its lease had run out while the others still named it, so it
-// no longer said it led). A lease renewed each heartbeat has more than
+// after a 145 ms cut of the leader had run it down; on 2026-12-06, 1.2 ms
+// before a killed witness's exit was seen, after a 158 ms drop of what the
+// leader received: its lease had run out while the others still named it,
+// and it no longer said it led). A lease renewed each heartbeat has more than
 // L - H - a tick left; one that has less was not renewed lately.
 func (w *world) freshLease(leader string) (fresh, waited bool) {
 	tm := w.tm
