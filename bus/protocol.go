@@ -43,8 +43,9 @@ type peerState struct {
 	ttl       time.Duration // its announcement is forgotten after this (forgets)
 	min, max  int
 	build     string
-	confirmed bool      // its last message said its version (or it just announced)
-	heard     time.Time // its last election message or announcement
+	confirmed bool          // its last message said its version (or it just announced)
+	heard     time.Time     // its last election message or announcement
+	every     time.Duration // the period its last announcement said, within interval..quiet()
 }
 
 // announcementsForgotten is how many of a member's periods pass before its
@@ -126,8 +127,16 @@ func (p *protocols) announced(a wire.Announcement, now time.Time) (news bool) {
 	defer p.mu.Unlock()
 	s := p.peer(a.From)
 	// A member that changed its range (a build flashed without a pause)
-	// is news as well as one that was forgotten.
-	news = !fresh(s, now) || s.min != a.Min || s.max != a.Max
+	// is news as well as one that was forgotten. So is one that announces
+	// more often than it said it would: it holds the site below
+	// wire.ProtocolQuiet, which is how a member that just (re)started sees
+	// the site until it heard every announcement. Restarted within the
+	// three quiet periods that the others remember it for, it would
+	// otherwise wait up to a quiet period (ten heartbeat periods) to hear
+	// them, and send its broadcasts at protocol 1 meanwhile.
+	every := min(max(a.Every, p.interval), p.quiet()) // as forgets reads it
+	news = !fresh(s, now) || s.min != a.Min || s.max != a.Max || every < s.every
+	s.every = every
 	s.announced, s.min, s.max, s.build, s.heard = now, a.Min, a.Max, a.Build, now
 	s.ttl = p.forgets(a.Every)
 	s.confirmed = true

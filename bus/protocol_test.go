@@ -167,3 +167,41 @@ func TestProtocolsQuietAnnouncements(t *testing.T) {
 		t.Errorf("onLouder called %d times, want 2", louder)
 	}
 }
+
+// TestProtocolsRestartIsNews: a member that restarts within the three quiet
+// periods the others remember it for announces more often than it said it
+// would (it sees the site below protocol 3 until it has heard everyone),
+// and that is news: the others answer at once, instead of leaving it to
+// send its broadcasts at protocol 1 for up to a quiet period.
+func TestProtocolsRestartIsNews(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	quiet := wire.QuietAnnouncements * interval
+	p := newProtocols("gw1", "test", []string{"gw1", "gw2", "gw3"}, interval, func(agent.ProtocolView) {})
+	t0 := time.Unix(1000, 0)
+	if !p.announced(wire.Announcement{From: "gw2", Min: 1, Max: wire.ProtocolMax, Every: interval}, t0) {
+		t.Fatal("a first announcement is not news")
+	}
+	if p.announced(wire.Announcement{From: "gw2", Min: 1, Max: wire.ProtocolMax, Every: quiet}, t0.Add(interval)) {
+		t.Error("going quiet is news")
+	}
+	if p.announced(wire.Announcement{From: "gw2", Min: 1, Max: wire.ProtocolMax, Every: quiet}, t0.Add(quiet)) {
+		t.Error("a regular quiet announcement is news")
+	}
+	// gw2 restarted: its first announcement says the interval.
+	if !p.announced(wire.Announcement{From: "gw2", Min: 1, Max: wire.ProtocolMax, Every: interval}, t0.Add(quiet+interval)) {
+		t.Error("a restarted member's announcement is not news")
+	}
+	if p.announced(wire.Announcement{From: "gw2", Min: 1, Max: wire.ProtocolMax, Every: interval}, t0.Add(quiet+2*interval)) {
+		t.Error("a loud member's next announcement is news again")
+	}
+	// Periods beyond the quiet one count as the quiet one, and none (a
+	// build of protocol 2) as the interval: no news from either.
+	p.announced(wire.Announcement{From: "gw3", Min: 1, Max: wire.ProtocolMax, Every: time.Hour}, t0)
+	if p.announced(wire.Announcement{From: "gw3", Min: 1, Max: wire.ProtocolMax, Every: quiet}, t0.Add(interval)) {
+		t.Error("an hour then the quiet period is news")
+	}
+	p.announced(wire.Announcement{From: "gw3", Min: 1, Max: 2}, t0.Add(2*interval))
+	if p.announced(wire.Announcement{From: "gw3", Min: 1, Max: 2}, t0.Add(3*interval)) {
+		t.Error("a build of protocol 2 is news at every announcement")
+	}
+}
