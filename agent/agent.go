@@ -197,10 +197,16 @@ type leaderWork struct {
 
 // fastPath is the fast failover's state (fastpath.go).
 type fastPath struct {
-	noFast     bool
-	routes     RouteWatcher      // given to the bus, which reports closed routes
-	leaderConn map[string]string // member -> bus connection its last heartbeat announced
-	fastAt     time.Duration     // when this agent last acted on a disconnect report (0 once a RESIGN lifted its fence)
+	noFast bool
+	routes RouteWatcher // given to the bus, which reports closed routes
+	// noWork is WithNoLeaderWork; noFence, that this agent's heartbeats
+	// say NoFence (claimNoFence).
+	noWork, noFence bool
+	// unfenced maps a member to the connection its last heartbeat
+	// announced with NoFence: a report of that connection's close starts
+	// no fence here (actedOnReport).
+	unfenced map[string]string
+	fastAt   time.Duration // when this agent last acted on a disconnect report (0 once a RESIGN lifted its fence)
 	// The leader that report released this agent from, and this agent's
 	// term then: that leader's RESIGN of that term lifts the fence
 	// (actedOnReport, resigned).
@@ -241,7 +247,7 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 			failLog:     newRepeatLog(FailedElectionLogEvery),
 		},
 		out:  outputs{ownReg: true},
-		fast: fastPath{noFast: cfg.DisableFastFailover, leaderConn: map[string]string{}},
+		fast: fastPath{noFast: cfg.DisableFastFailover, unfenced: map[string]string{}},
 	}
 	a.lease.start = time.Now()
 	a.lease.leaderID.Store("")
@@ -249,6 +255,9 @@ func New(cfg Config, opts ...Option) (*Agent, error) {
 		if err := o(a); err != nil {
 			return nil, err
 		}
+	}
+	if err := a.claimNoFence(); err != nil {
+		return nil, err
 	}
 	a.log = a.log.With("id", cfg.ID, "group", cfg.Group)
 	a.initMetrics()
@@ -734,8 +743,8 @@ func (a *Agent) step(m election.Message) bool {
 		a.m.badMessage(reason)
 		return false
 	}
-	if m.Type == election.MsgHeartbeat && m.Conn != "" {
-		a.fast.leaderConn[m.From] = m.Conn
+	if m.Type == election.MsgHeartbeat {
+		a.noteNoFence(m)
 	}
 	if m.Type == election.MsgResign {
 		a.resigned(m)
@@ -1081,6 +1090,7 @@ func (a *Agent) sendReady(rd election.Ready, withhold bool) {
 			}
 		}
 		m.Fence, m.FenceConn = a.fenceLeft(m, sendAt)
+		m.NoFence = m.Type == election.MsgHeartbeat && a.fast.noFence
 		a.traceMessage("out", m)
 		if err := a.in.bus.Send(m); err != nil {
 			a.log.Debug("send failed", "type", m.Type, "err", err)

@@ -172,10 +172,14 @@ type ControlInput struct {
 // Stamp fills in the wire-only fields of m, as every bus does before it
 // sends: the sender's algorithm (receivers refuse a member of another one)
 // and, on a heartbeat, the connection that announce (nil: none) names for
-// its term.
+// its term. A heartbeat that names no connection says nothing of one
+// (NoFence is about the connection named).
 func Stamp(m election.Message, algorithm string, announce func(term uint64) string) election.Message {
 	if m.Type == election.MsgHeartbeat && announce != nil {
 		m.Conn = announce(m.Term)
+	}
+	if m.Conn == "" {
+		m.NoFence = false
 	}
 	m.Algorithm = algorithm
 	return m

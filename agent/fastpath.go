@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"strings"
 	"time"
 
@@ -33,6 +34,48 @@ func WithoutFastFailover() Option {
 	return func(a *Agent) error { a.fast.noFast = true; return nil }
 }
 
+// WithNoLeaderWork declares that nothing acts on this agent's leadership
+// but through IsLeader, read at the moment of acting: no OnStartedLeading,
+// no duty, no process of its own that carries on. Then nothing of this
+// leader acts once the server saw its connection closed, whether its
+// process died (the kernel closes the socket after the last thread exited)
+// or its client closed the connection itself (IsLeader turned false
+// before), so its heartbeats say so (election.Message.NoFence, protocol 6)
+// and a member that acts on the server's report of that close leads
+// without the fast path's fence (docs/DESIGN-NOTES.md, Fast failover, 6).
+// An operator who raised the fence above its default (Config.Fence, one
+// tick) keeps it: the leader then says nothing, and a member with a raised
+// fence waits it out whatever its leader says. New refuses this option with
+// an OnStartedLeading callback or a duty.
+func WithNoLeaderWork() Option {
+	return func(a *Agent) error { a.fast.noWork = true; return nil }
+}
+
+// claimNoFence decides, once every option is in, whether this agent's
+// heartbeats say NoFence.
+func (a *Agent) claimNoFence() error {
+	if !a.fast.noWork {
+		return nil
+	}
+	if a.out.cb.OnStartedLeading != nil || a.work.duty != nil {
+		return errors.New("agent: WithNoLeaderWork with leader work (an OnStartedLeading callback or a duty)")
+	}
+	a.fast.noFence = !a.fast.noFast && a.cfg.Fence <= a.cfg.Tick()
+	return nil
+}
+
+// noteNoFence keeps, from heartbeat m, whether its sender says that nothing
+// of it acts once the server saw the connection m names closed. Kept by
+// connection: a report of another one (an earlier or later connection of
+// the same member) starts a fence as before.
+func (a *Agent) noteNoFence(m election.Message) {
+	if m.NoFence && m.Conn != "" {
+		a.fast.unfenced[m.From] = m.Conn
+	} else {
+		delete(a.fast.unfenced, m.From)
+	}
+}
+
 // onMemberGone applies a report that member id's bus connection conn
 // closed.
 func (a *Agent) onMemberGone(id, conn string) {
@@ -40,9 +83,9 @@ func (a *Agent) onMemberGone(id, conn string) {
 		return
 	}
 	if a.node.LeaderGone(id, conn) {
-		a.actedOnReport(id, conn)
+		fence := a.actedOnReport(id, conn)
 		a.m.fastSuspicions.Inc()
-		a.log.Info("leader's connection closed: electing now", "leader", id)
+		a.log.Info("leader's connection closed: electing now", "leader", id, "fence", fence)
 	}
 }
 
@@ -67,10 +110,20 @@ func (a *Agent) onOwnDisconnect() {
 // agent's persisted term, which the core's answer to the report has not
 // changed yet (it is saved in the loop's next Ready): the term it backed id
 // in, or a later one it moved to since.
-func (a *Agent) actedOnReport(id, conn string) {
+//
+// No fence starts when the report is of the connection that id's
+// heartbeats said NoFence of (and this agent's own fence is not raised
+// above its default): nothing of that leader acts once the server saw it
+// closed. A fence still running from an earlier report is kept. It
+// returns the fence this report started (0: none).
+func (a *Agent) actedOnReport(id, conn string) time.Duration {
+	if conn != "" && a.fast.unfenced[id] == conn && a.cfg.Fence <= a.cfg.Tick() {
+		return 0
+	}
 	a.fast.fastAt = a.mono()
 	a.fast.fenceConn = conn
 	a.fast.goneID, a.fast.goneTerm = id, a.core.lastHS.Term
+	return a.cfg.Fence
 }
 
 // resigned lifts the fence when m is the RESIGN of the leader the last
@@ -240,9 +293,9 @@ func (a *Agent) onRoutesClosed(closed []RoutedServer, left int) {
 			continue
 		}
 		if a.node.RouteLost(id) && a.core.role != election.Leader && id == a.core.leader {
-			a.actedOnReport(id, "")
+			fence := a.actedOnReport(id, "")
 			a.m.fastSuspicions.Inc()
-			a.log.Info("route to the leader's server closed: electing now", "leader", id)
+			a.log.Info("route to the leader's server closed: electing now", "leader", id, "fence", fence)
 		}
 	}
 	if unnamed && a.core.role == election.Leader && left+1 < a.cfg.Quorum {

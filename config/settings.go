@@ -48,7 +48,7 @@ func (l *loader) coreSettings() []setting {
 		{"log_format", "log-format", "log `FORMAT`: text or json (default text)", oneOf(&c.LogFormat, "text", "json")},
 		{"log_level", "log-level", "log `LEVEL`: debug, info, warn or error (default info)", oneOf(&c.LogLevel, "debug", "info", "warn", "error")},
 		{"fast_failover", "fast-failover", "elect at once when the NATS server reports the leader's connection closed (default true)", boolean{&a.DisableFastFailover, true}},
-		{"fast_failover_fence", "fast-failover-fence", "how long a leader elected on such a report waits before it acts, `DURATION` (default one tick, heartbeat/10)", duration(&a.Fence)},
+		{"fast_failover_fence", "fast-failover-fence", "how long a leader elected on such a report waits before it acts, `DURATION` (default one tick, heartbeat/10; none after a leader without leader.* work, unless set above one tick)", duration(&a.Fence)},
 		{"nats.system_user", "nats-system-user", "`USER` of the NATS system account, to read disconnect advisories", text(&c.SystemUser)},
 		{"nats.system_password", "nats-system-password", "`PASSWORD` of nats.system_user", text(&c.SystemPassword)},
 		{"nats.system_creds", "nats-system-creds", "credentials `FILE` of a system account user, to read disconnect advisories", text(&c.SystemCreds)},

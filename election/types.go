@@ -171,6 +171,12 @@ type Message struct {
 	// the report of that very connection itself has a fence of its own for
 	// the same close and need not wait the sender's.
 	FenceConn string
+	// NoFence, on a Heartbeat that names Conn, says that nothing of the
+	// leader acts once the server saw that connection closed: it runs no
+	// leader work outside the agent's own process and its IsLeader, so a
+	// member that acts on the server's report of that close needs no
+	// fast-path fence. Stamped and read by the agent; the cores ignore it.
+	NoFence bool
 }
 
 // Role is a node's part in its group.

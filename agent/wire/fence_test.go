@@ -111,3 +111,50 @@ func TestWireFence(t *testing.T) {
 		t.Errorf("the longest fence (100 minutes): %d, %v", got.Fence, err)
 	}
 }
+
+// A heartbeat may say nofence (protocol 6): about the connection it names,
+// so never without one, on no other type, and never to an older member.
+func TestWireNoFence(t *testing.T) {
+	hb := election.Message{Type: election.MsgHeartbeat, From: "c", Term: 3, Seq: 1, Conn: "NSRV/7", NoFence: true}
+	data, err := wire.EncodeAt("g", hb, 0, 0, wire.ProtocolMax)
+	if err != nil || !strings.Contains(string(data), `"nofence":true`) {
+		t.Fatalf("encoded %s (%v)", data, err)
+	}
+	if got, err := wire.Decode(data, wireSubject(hb), wireCtx()); err != nil || !got.NoFence || got.Conn != "NSRV/7" {
+		t.Errorf("decoded %+v (%v)", got, err)
+	}
+	for level := wire.ProtocolMin; level < wire.ProtocolNoFence; level++ {
+		data, err := wire.EncodeAt("g", hb, 0, 0, level)
+		if err != nil || strings.Contains(string(data), "nofence") {
+			t.Errorf("protocol %d gets nofence: %s (%v)", level, data, err)
+		}
+	}
+	without := hb
+	without.NoFence = false
+	if data, _ := wire.EncodeAt("g", without, 0, 0, wire.ProtocolMax); strings.Contains(string(data), "nofence") {
+		t.Errorf("a heartbeat that says nothing says nofence: %s", data)
+	}
+	for _, m := range []election.Message{
+		{Type: election.MsgHeartbeat, From: "c", Term: 3, Seq: 1, NoFence: true},
+		{Type: election.MsgAck, From: "c", To: "b", Term: 3, Seq: 1, NoFence: true},
+		{Type: election.MsgCoordinator, From: "c", Term: 3, Seq: 1, NoFence: true},
+	} {
+		if _, err := wire.EncodeAt("g", m, 0, 0, wire.ProtocolMax); err == nil {
+			t.Errorf("encoded nofence on %s with conn %q", m.Type, m.Conn)
+		}
+	}
+	for _, raw := range []string{
+		`{"v":1,"group":"g","type":"heartbeat","from":"c","term":3,"seq":1,"nofence":true}`,
+		`{"v":1,"group":"g","type":"heartbeat","from":"c","term":3,"seq":1,"conn":"S/1","nofence":1}`,
+		`{"v":1,"group":"g","type":"ack","from":"c","to":"b","term":3,"seq":1,"nofence":true}`,
+	} {
+		var be *wire.BadMessageError
+		m := election.Message{From: "c", To: "b"}
+		if strings.Contains(raw, "heartbeat") {
+			m.To = ""
+		}
+		if _, err := wire.Decode([]byte(raw), wireSubject(m), wireCtx()); !errors.As(err, &be) || (be.Reason != wire.ReasonBadField && be.Reason != wire.ReasonMalformed) {
+			t.Errorf("%s: %v, want bad_field or malformed", raw, err)
+		}
+	}
+}

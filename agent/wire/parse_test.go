@@ -19,7 +19,7 @@ var twoPassKeys = map[string]bool{
 	"v": true, "group": true, "type": true, "from": true, "to": true,
 	"term": true, "seq": true, "granted": true, "alive": true,
 	"nominee": true, "initiator": true, "candidate": true, "participants": true, "conn": true,
-	"ep": true, "n": true, "alg": true, "drained": true, "inst": true, "pv": true, "promise": true, "fence": true, "fenceconn": true,
+	"ep": true, "n": true, "alg": true, "drained": true, "inst": true, "pv": true, "promise": true, "fence": true, "fenceconn": true, "nofence": true,
 }
 
 func parseTwoPass(data []byte) (wireMessage, error) {

@@ -39,10 +39,19 @@ import (
 //	   milliseconds) and which closed connection's report began it
 //	   ("fenceconn"): a member that leads on them waits it out before it
 //	   acts, as if it had acted on that report itself
+//	6  a heartbeat may say that its leader runs no leader work that could
+//	   outlive its connection ("nofence"): a member that acts on the
+//	   server's report of that connection's close needs no fence
 const (
 	ProtocolMin = 1
-	ProtocolMax = 5
+	ProtocolMax = 6
 )
+
+// ProtocolNoFence is the first protocol version whose members read a
+// leader's "nofence". An older member is not sent it (it would drop the
+// heartbeat for a key it does not know); it keeps its fence, as every
+// build before it did.
+const ProtocolNoFence = 6
 
 // ProtocolFence is the first protocol version whose members read a fence.
 // An older member is not sent it (it would drop the message for a key it
@@ -203,6 +212,9 @@ func Downgrade(m election.Message, level int) election.Message {
 	}
 	if level < ProtocolFence {
 		m.Fence, m.FenceConn = 0, ""
+	}
+	if level < ProtocolNoFence {
+		m.NoFence = false
 	}
 	return m
 }

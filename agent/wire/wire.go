@@ -126,6 +126,9 @@ type wireMessage struct {
 	// FenceConn, with a fence (protocol 5), names the closed connection
 	// whose report began it (election.Message.FenceConn).
 	FenceConn string `json:"fenceconn,omitempty"`
+	// NoFence, on a heartbeat (protocol 6), says the leader runs no work
+	// that could outlive its connection (election.Message.NoFence).
+	NoFence bool `json:"nofence,omitempty"`
 	// Inst names a process, on an instance announcement (instance.go).
 	Inst string `json:"inst,omitempty"`
 	// Ep and N number a signed message (epoch of the sender's process,
@@ -154,6 +157,7 @@ type fieldRule struct {
 	conn          bool
 	drained       bool
 	promise       bool
+	noFence       bool
 }
 
 // fieldRules is the per-type field contract of the wire format. Election, OK
@@ -165,7 +169,7 @@ type fieldRule struct {
 // refuses a token without one, since the older protocol's participants did
 // not vote.
 var fieldRules = map[election.MsgType]fieldRule{
-	election.MsgHeartbeat:   {needTerm: true, seq: true, needSeq: true, alive: true, conn: true},
+	election.MsgHeartbeat:   {needTerm: true, seq: true, needSeq: true, alive: true, conn: true, noFence: true},
 	election.MsgAck:         {needTerm: true, seq: true, drained: true, promise: true},
 	election.MsgElection:    {},
 	election.MsgOK:          {},
@@ -245,6 +249,7 @@ func EncodeTimed(group string, tick time.Duration, m election.Message, ep, n uin
 		Alg:          m.Algorithm,
 		Drained:      m.Drained,
 		FenceConn:    m.FenceConn,
+		NoFence:      m.NoFence,
 		Ep:           ep,
 		N:            n,
 	}
@@ -337,6 +342,7 @@ func decodeChecked(w wireMessage, subject string, expect DecodeContext) (electio
 		Conn:         w.Conn,
 		Algorithm:    w.Alg,
 		Drained:      w.Drained,
+		NoFence:      w.NoFence,
 	}
 	if err := checkMembers(m, expect.Members); err != nil {
 		return election.Message{}, err
@@ -637,7 +643,7 @@ func plainList(raw []byte) ([]string, bool) {
 }
 
 // fieldNames are the wire format's keys, by the bit field gives them.
-var fieldNames = [...]string{"v", "group", "type", "from", "to", "term", "seq", "granted", "alive", "nominee", "initiator", "candidate", "participants", "conn", "alg", "drained", "inst", "ep", "n", "pv", "promise", "fence", "fenceconn"}
+var fieldNames = [...]string{"v", "group", "type", "from", "to", "term", "seq", "granted", "alive", "nominee", "initiator", "candidate", "participants", "conn", "alg", "drained", "inst", "ep", "n", "pv", "promise", "fence", "fenceconn", "nofence"}
 
 // field returns the bit of key among the wire format's keys and a pointer
 // to the field of w that it names; a bit of 0 for a key the wire format
@@ -690,6 +696,8 @@ func (w *wireMessage) field(key string) (uint32, any) {
 		return 1 << 21, &w.Fence
 	case "fenceconn":
 		return 1 << 22, &w.FenceConn
+	case "nofence":
+		return 1 << 23, &w.NoFence
 	}
 	return 0, nil
 }
@@ -794,6 +802,10 @@ func checkFields(m election.Message) error {
 		return bad(ReasonBadField, "conn set on %s", t)
 	case !r.drained && m.Drained:
 		return bad(ReasonBadField, "drained set on %s", t)
+	case !r.noFence && m.NoFence:
+		return bad(ReasonBadField, "nofence set on %s", t)
+	case m.NoFence && m.Conn == "":
+		return bad(ReasonBadField, "nofence without a conn on %s", t)
 	case !r.promise && m.Promise != 0, m.Type == election.MsgVote && !m.Granted && m.Promise != 0:
 		return bad(ReasonBadField, "promise set on %s", t)
 	case !r.promise && m.Fence != 0, m.Type == election.MsgVote && !m.Granted && m.Fence != 0:

@@ -130,7 +130,7 @@ func startDemoGateway(c agent.Config, url string, sysUser edge.SystemUser, log *
 		return nil, err
 	}
 	a, err := agent.New(c, bus.WithNATS(g.nc, bus.Advisories(g.sys), bus.Presence(g.pres)),
-		agent.WithLogger(log), agent.WithVersion(version))
+		agent.WithLogger(log), agent.WithVersion(version), agent.WithNoLeaderWork())
 	if err != nil {
 		g.closeConns()
 		return nil, err

@@ -597,6 +597,9 @@ func dutyFaults(t *testing.T, fast bool, stops, kills int) {
 	t.Logf("duty-faults (%s): %s; kills=%d tree_gone_after_kill p50=%s max=%s survivors=%d; duty lines=%d torn=%d changes=%d min_gap=%s overlap=%s",
 		path, stopped, kills, pct(killGone, 50), pct(killGone, 100), survivors,
 		r.Lines, r.Torn, r.Changes, r.MinGap, r.Overlap)
+	if n := ends.unfencedReports(); n > 0 {
+		violations = append(violations, fmt.Sprintf("%d reports of a leader with a duty acted on without a fence", n))
+	}
 	if len(violations) > 0 {
 		t.Errorf("SAFETY VIOLATION:\n%s", strings.Join(violations, "\n"))
 	}
@@ -658,6 +661,9 @@ type stepDownCount struct {
 	mu     sync.Mutex
 	next   io.Writer
 	counts [len(stepDownWords)]int
+	// unfenced counts reports acted on without a fence: none may be of a
+	// leader with a duty (docs/DESIGN-NOTES.md, Fast failover, 6).
+	unfenced int
 }
 
 // stepDownWords are the ends counted: the handover of a leader whose lease
@@ -677,6 +683,9 @@ func (c *stepDownCount) Write(p []byte) (int, error) {
 			c.counts[i]++
 		}
 	}
+	if bytes.Contains(p, []byte("electing now")) && bytes.Contains(p, []byte(`"fence":0}`)) {
+		c.unfenced++
+	}
 	c.mu.Unlock()
 	if c.next != nil {
 		return c.next.Write(p)
@@ -688,6 +697,13 @@ func (c *stepDownCount) snapshot() [len(stepDownWords)]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.counts
+}
+
+// unfencedReports is how many reports were acted on without a fence.
+func (c *stepDownCount) unfencedReports() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unfenced
 }
 
 // since says the counts since an earlier snapshot.

@@ -267,6 +267,9 @@ func TestE2EFastFailoverOnServerAdvisory(t *testing.T) {
 	site := harness.NewSite(binary, ns.ClientURL(), t.TempDir(), 3, "--heartbeat", "1s", "--preemption", "never",
 		"--nats-system-user", harness.SystemUser, "--nats-system-password", harness.SystemPassword)
 	site.Journals = true
+	logs := &lineLog{}
+	site.Log = logs
+	logs.dumpOnFailure(t)
 	defer site.Stop()
 	if err := site.StartAll(); err != nil {
 		t.Fatal(err)
@@ -316,6 +319,14 @@ func TestE2EFastFailoverOnServerAdvisory(t *testing.T) {
 	}
 	if fast == 0 {
 		t.Fatalf("no survivor took the fast path")
+	}
+	// The agents run no leader work (no leader.* in their config): the
+	// leader's heartbeats said so, and a survivor that acted on the report
+	// started no fence (protocol 6, docs/DESIGN-NOTES.md, Fast failover, 6).
+	leader := `"leader":"` + first.Leader + `"`
+	acted, unfenced := logs.count("electing now", leader), logs.count("electing now", leader, `"fence":0}`)
+	if acted != fast || unfenced != acted {
+		t.Fatalf("%d survivors took the fast path, %d logged acting on the report, %d of them without a fence", fast, acted, unfenced)
 	}
 	checkJournals(t, site)
 }

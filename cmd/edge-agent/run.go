@@ -45,6 +45,11 @@ func runAgent(ctx context.Context, rc *config.Config, log *slog.Logger) error {
 	var pushNow lateTrigger
 	if duty != nil {
 		dutyOpts = append(dutyOpts, agent.WithDutyHook(func(bool) { pushNow.fire() }))
+	} else {
+		// Nothing but /status and the metrics says this gateway leads, and
+		// both read IsLeader: a successor elected on the server's report of
+		// this agent's closed connection need not wait the fence.
+		dutyOpts = append(dutyOpts, agent.WithNoLeaderWork())
 	}
 	a, err := agent.New(rc.Agent, append(opts, dutyOpts...)...)
 	if err != nil {
