@@ -97,14 +97,7 @@ func TestWireFence(t *testing.T) {
 		`{"v":1,"group":"g","type":"ack","from":"c","to":"b","term":3,"seq":1,"fenceconn":"S/1"}`,
 		`{"v":1,"group":"g","type":"ack","from":"c","to":"b","term":3,"seq":1,"fence":3,"fenceconn":"a b"}`,
 	} {
-		var be *wire.BadMessageError
-		m := election.Message{From: "c", To: "b"}
-		if strings.Contains(raw, "heartbeat") {
-			m.To = ""
-		}
-		if _, err := wire.Decode([]byte(raw), wireSubject(m), wireCtx()); !errors.As(err, &be) || (be.Reason != wire.ReasonBadField && be.Reason != wire.ReasonMalformed) {
-			t.Errorf("%s: %v, want bad_field or malformed", raw, err)
-		}
+		expectRefused(t, raw)
 	}
 	raw := `{"v":1,"group":"g","type":"ack","from":"c","to":"b","term":3,"seq":1,"fence":6000000}`
 	if got, err := wire.Decode([]byte(raw), wireSubject(ack), wireCtx()); err != nil || got.Fence != int64(wire.MaxFence) {
@@ -148,13 +141,20 @@ func TestWireNoFence(t *testing.T) {
 		`{"v":1,"group":"g","type":"heartbeat","from":"c","term":3,"seq":1,"conn":"S/1","nofence":1}`,
 		`{"v":1,"group":"g","type":"ack","from":"c","to":"b","term":3,"seq":1,"nofence":true}`,
 	} {
-		var be *wire.BadMessageError
-		m := election.Message{From: "c", To: "b"}
-		if strings.Contains(raw, "heartbeat") {
-			m.To = ""
-		}
-		if _, err := wire.Decode([]byte(raw), wireSubject(m), wireCtx()); !errors.As(err, &be) || (be.Reason != wire.ReasonBadField && be.Reason != wire.ReasonMalformed) {
-			t.Errorf("%s: %v, want bad_field or malformed", raw, err)
-		}
+		expectRefused(t, raw)
+	}
+}
+
+// expectRefused checks that raw, a message from c (to b, unless a
+// heartbeat), is refused as a bad field or malformed.
+func expectRefused(t *testing.T, raw string) {
+	t.Helper()
+	var be *wire.BadMessageError
+	m := election.Message{From: "c", To: "b"}
+	if strings.Contains(raw, "heartbeat") {
+		m.To = ""
+	}
+	if _, err := wire.Decode([]byte(raw), wireSubject(m), wireCtx()); !errors.As(err, &be) || (be.Reason != wire.ReasonBadField && be.Reason != wire.ReasonMalformed) {
+		t.Errorf("%s: %v, want bad_field or malformed", raw, err)
 	}
 }
