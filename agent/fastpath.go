@@ -46,7 +46,10 @@ func WithoutFastFailover() Option {
 // An operator who raised the fence above its default (Config.Fence, one
 // tick) keeps it: the leader then says nothing, and a member with a raised
 // fence waits it out whatever its leader says. New refuses this option with
-// an OnStartedLeading callback or a duty.
+// an OnStartedLeading callback or a duty. OnNewLeader and Watch are
+// notifications, not leader work: what they drive is not covered. Over a
+// websocket the NATS bus drops the claim: nats.go sends the close frame
+// before it marks the connection closed.
 func WithNoLeaderWork() Option {
 	return func(a *Agent) error { a.fast.noWork = true; return nil }
 }

@@ -295,11 +295,23 @@ func (b *Bus) Send(m election.Message) error {
 	if t == nil {
 		return errors.New("bus: send: not open")
 	}
+	return t.Send(b.stamp(m))
+}
+
+// stamp fills in m's wire-only fields (agent.Stamp). A heartbeat over a
+// websocket says no NoFence: nats.go sends a websocket's close frame, which
+// the server reads as the client's close, before it marks the connection
+// closed, so IsLeader may still say yes when the server reports it.
+func (b *Bus) stamp(m election.Message) election.Message {
 	var announce func(uint64) string
 	if b.c.Fast {
 		announce = b.announceConn
 	}
-	return t.Send(agent.Stamp(m, b.c.Config.Algorithm, announce))
+	m = agent.Stamp(m, b.c.Config.Algorithm, announce)
+	if m.NoFence && b.announcedOverWebsocket(m.Term) {
+		m.NoFence = false
+	}
+	return m
 }
 
 // Connected implements agent.Bus: the election connection is up (and the

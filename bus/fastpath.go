@@ -163,6 +163,21 @@ func (b *Bus) announceConn(term uint64) string {
 	return id
 }
 
+// announcedOverWebsocket reports whether the connection that term's
+// heartbeats announce runs over a websocket (or is not known).
+func (b *Bus) announcedOverWebsocket(term uint64) bool {
+	p := b.pres.announced.Load()
+	if p == nil || p.term != term {
+		return true
+	}
+	nc := b.nc
+	if p.presence {
+		nc = b.pres.nc
+	}
+	u := nc.ConnectedUrl()
+	return u == "" || strings.HasPrefix(u, "ws")
+}
+
 // Up implements agent.Bus: the election connection is up, and if a
 // heartbeat of term announced a connection, that very connection is up (not
 // one that replaced it: the server may have reported the announced one

@@ -235,3 +235,41 @@ func TestTermKeepsTheElectionConnectionItAnnounced(t *testing.T) {
 		t.Fatalf("term 2 announced %q (Up %v), want the new connection %q", now, b.Up(2), connIdentity(nc))
 	}
 }
+
+// TestNoFenceNotOverWebsocket: a heartbeat says NoFence only about a
+// connection whose close the client marks before the server can read it;
+// over a websocket nats.go sends the close frame first, so the bus drops
+// the claim there.
+func TestNoFenceNotOverWebsocket(t *testing.T) {
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		Websocket: server.WebsocketOpts{Host: "127.0.0.1", Port: -1, NoTLS: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	ws := s.WebsocketURL()
+	if ws == "" {
+		t.Fatal("no websocket listener")
+	}
+	for _, c := range []struct {
+		url  string
+		want bool
+	}{{s.ClientURL(), true}, {ws, false}} {
+		nc, err := nats.Connect(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := &Bus{nc: nc, c: agent.BusContext{Fast: true}}
+		hb := election.Message{Type: election.MsgHeartbeat, From: "gw1", Term: 1, Seq: 1, NoFence: true}
+		if got := b.stamp(hb); got.Conn == "" || got.NoFence != c.want {
+			t.Errorf("%s: stamped conn %q, nofence %v, want %v", c.url, got.Conn, got.NoFence, c.want)
+		}
+		nc.Close()
+	}
+}
