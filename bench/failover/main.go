@@ -144,7 +144,7 @@ func series(o options) benchresult.Series {
 		s.Name = strings.Replace(s.Name, "server advisories", "route closures", 1)
 		s.Settings += ", agents act on the closed route to the leader's server"
 	case o.fast:
-		s.Settings += ", agents subscribed to the server's disconnect advisories, leaders announcing their presence connection"
+		s.Settings += ", agents subscribed to the server's disconnect advisories, leaders announcing their presence connection; no leader duty (no leader.* config), so a successor waits no fast-path fence on a site of protocol 6"
 	default:
 		s.Settings += ", fast failover off"
 	}
