@@ -63,9 +63,14 @@ func (a *Agent) claimNoFence() error {
 	if a.out.cb.OnStartedLeading != nil || a.work.duty != nil {
 		return errors.New("agent: WithNoLeaderWork with leader work (an OnStartedLeading callback or a duty)")
 	}
-	a.fast.noFence = !a.fast.noFast && a.cfg.Fence <= a.cfg.Tick()
+	a.fast.noFence = !a.fast.noFast && !a.fenceRaised()
 	return nil
 }
+
+// fenceRaised reports whether fast_failover_fence was set above its
+// default, one tick (point 4's middleboxes): such a fence is kept whatever
+// a leader says.
+func (a *Agent) fenceRaised() bool { return a.cfg.Fence > a.cfg.Tick() }
 
 // noteNoFence keeps, from heartbeat m, whether its sender says that nothing
 // of it acts once the server saw the connection m names closed. Kept by
@@ -120,7 +125,7 @@ func (a *Agent) onOwnDisconnect() {
 // closed. A fence still running from an earlier report is kept. It
 // returns the fence this report started (0: none).
 func (a *Agent) actedOnReport(id, conn string) time.Duration {
-	if conn != "" && a.fast.unfenced[id] == conn && a.cfg.Fence <= a.cfg.Tick() {
+	if conn != "" && a.fast.unfenced[id] == conn && !a.fenceRaised() {
 		return 0
 	}
 	a.fast.fastAt = a.mono()

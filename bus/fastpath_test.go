@@ -11,6 +11,7 @@ import (
 
 	"github.com/edge-agent/edge-agent/agent"
 	"github.com/edge-agent/edge-agent/election"
+	"github.com/edge-agent/edge-agent/internal/harness"
 	"github.com/edge-agent/edge-agent/internal/metricread"
 	"github.com/edge-agent/edge-agent/internal/poll"
 	"github.com/nats-io/nats-server/v2/server"
@@ -59,7 +60,7 @@ func TestParseAdvisoryReadsThePresenceConnection(t *testing.T) {
 func startSysServer(t *testing.T) *server.Server {
 	t.Helper()
 	app, sys := server.NewAccount("APP"), server.NewAccount("SYS")
-	s, err := server.NewServer(&server.Options{
+	s, err := harness.StartServer(&server.Options{
 		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
 		Accounts: []*server.Account{app, sys}, SystemAccount: "SYS",
 		Users: []*server.User{
@@ -70,10 +71,6 @@ func startSysServer(t *testing.T) *server.Server {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats-server not ready")
 	}
 	t.Cleanup(s.Shutdown)
 	return s
@@ -241,16 +238,12 @@ func TestTermKeepsTheElectionConnectionItAnnounced(t *testing.T) {
 // over a websocket nats.go sends the close frame first, so the bus drops
 // the claim there.
 func TestNoFenceNotOverWebsocket(t *testing.T) {
-	s, err := server.NewServer(&server.Options{
+	s, err := harness.StartServer(&server.Options{
 		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
 		Websocket: server.WebsocketOpts{Host: "127.0.0.1", Port: -1, NoTLS: true},
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats-server not ready")
 	}
 	t.Cleanup(s.Shutdown)
 	ws := s.WebsocketURL()
