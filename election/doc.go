@@ -155,7 +155,18 @@
 //     to vote in a term below its own.
 //
 // Hand-over (Resign with a nominee) and preemption are Bully's: the nominee
-// proclaims at once with a COORDINATOR and collects votes.
+// proclaims at once with a COORDINATOR and collects votes. So is the fast
+// path: when the bus reports the leader's connection closed (LeaderGone),
+// it reports it to every connected member, and the member that all of them
+// then expect (the highest alive) proclaims with a COORDINATOR rather than
+// sending a round: the others, waiting for its round, vote for it in
+// parallel. The votes are the same persisted votes, one per term, so the
+// safety argument above holds unchanged; what the token would add (finding
+// the highest live member) the report and the heartbeat view already did,
+// and its sequential persists (one per voter) cost a disk write each. A
+// member told alone that is not the expected one still waits for that
+// member's round and starts its own only when it does not come, so one
+// stray report raises no term.
 //
 // # Ring: cost
 //
@@ -171,5 +182,6 @@
 // swallowed, and the winning round 2q more: about 3n-4. Each voter persists
 // its vote before passing the token on, so a round takes q sequential disk
 // writes: cheap at a site of a few gateways, noticeable at n = 100 on slow
-// flash.
+// flash. The fast path's COORDINATOR takes two (the candidate's, then its
+// voters' in parallel) and about 2n deliveries.
 package election

@@ -126,6 +126,16 @@ func (r *ring) startElection(expected string) {
 		expected = r.highestAlive()
 	}
 	if expected == c.self.ID {
+		if c.goneConfirmed() && c.now >= c.standAfter {
+			// The bus reported the leader's connection closed, as it did to
+			// every connected member, and this member is the one they all
+			// expect: the token would only carry to it the votes a
+			// COORDINATOR collects in parallel. It proclaims as a nominee
+			// does (one fsync on each side instead of one per voter in
+			// turn); the others vote for it from their wait for its round.
+			c.proclaim()
+			return
+		}
 		r.initiate()
 		return
 	}

@@ -319,9 +319,12 @@ func TestRingRejectsMalformedTokens(t *testing.T) {
 }
 
 // TestRingFalseLeaderGoneChangesNothing: one member is told that the leader
-// is gone while it is not. That member starts a round, but every other
-// member still hears the leader, so none joins it: nobody votes, no term
-// moves, the leader stays.
+// is gone while it is not. That member is not the one it expects to lead
+// next, so it waits for that member's round, which never comes (no one else
+// was told), and starts a round of its own; every other member still hears
+// the leader, so none joins it: nobody votes, no term moves, the leader
+// stays. (The expected member proclaims at once when told, as in Bully: see
+// TestRingLeaderGoneProclaims.)
 func TestRingFalseLeaderGoneChangesNothing(t *testing.T) {
 	s := newRingSim(t, 5, nil)
 	var l tokenLog
@@ -332,11 +335,11 @@ func TestRingFalseLeaderGoneChangesNothing(t *testing.T) {
 	for id, hs := range s.disk {
 		disk[id] = hs
 	}
-	s.leaderGone("n5", "n4")
-	if len(l.tokens) == 0 {
-		t.Fatal("n4 started no round")
-	}
+	s.leaderGone("n5", "n3")
 	s.run(200)
+	if len(l.tokens) == 0 {
+		t.Fatal("n3 started no round")
+	}
 	if l, ok := s.agreed(); !ok || l != "n5" || s.term("n5") != term {
 		t.Fatalf("leadership changed: %s", s.describe())
 	}
@@ -344,6 +347,33 @@ func TestRingFalseLeaderGoneChangesNothing(t *testing.T) {
 		if hs != disk[id] {
 			t.Errorf("%s persisted %+v, had %+v: it joined a round while it heard a leader", id, hs, disk[id])
 		}
+	}
+	checkRingInvariants(t, s, &l)
+}
+
+// TestRingLeaderGoneProclaims: when the bus reports the leader's connection
+// closed, the member that every survivor expects to lead next proclaims with
+// a COORDINATOR, as a nominee does, rather than sending a token round: the
+// votes come back in parallel, one fsync on each side, where the token
+// collected them one voter after another. No token moves, the next term is
+// the old one plus one, and the members that wait for the expected member's
+// round vote for it.
+func TestRingLeaderGoneProclaims(t *testing.T) {
+	s := newRingSim(t, 5, nil)
+	var l tokenLog
+	l.watch(s, nil)
+	s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+	s.run(20)
+	term := s.term("n5")
+	l.tokens = nil
+	s.crash("n5")
+	s.resetCounts()
+	s.leaderGone("n5", s.running()...)
+	if l, ok := s.agreed(); !ok || l != "n4" || s.term("n4") != term+1 {
+		t.Fatalf("no leader of term %d without a tick: %s", term+1, s.describe())
+	}
+	if len(l.tokens) != 0 || s.delivered[MsgCoordinator] != 3 {
+		t.Fatalf("%d tokens and %d COORDINATOR deliveries, want none and one to each survivor", len(l.tokens), s.delivered[MsgCoordinator])
 	}
 	checkRingInvariants(t, s, &l)
 }
