@@ -50,7 +50,10 @@ type Callbacks struct {
 	OnNewLeader func(id string, term uint64)
 }
 
-// Store persists the term and vote. Save must be durable when it returns.
+// Store persists the term and vote. Save must be durable when it returns. A
+// store may leave the rest of a save's work to a Settle method, which the
+// agent calls once the messages that depend on the save are sent (see
+// FileStore.Settle).
 type Store interface {
 	Load() election.HardState
 	Save(election.HardState) error
@@ -995,6 +998,9 @@ func (a *Agent) process() error {
 	}
 	a.core.withheld = a.core.withheld || withhold
 	a.sendReady(rd, withhold)
+	if err := a.settle(rd); err != nil {
+		return err
+	}
 	a.lease.term.Store(rd.Term)
 	a.m.term.Set(float64(rd.Term))
 	a.core.resignTo = resignNominee(rd.Messages)
@@ -1065,6 +1071,27 @@ func (a *Agent) persist(rd election.Ready) error {
 	a.log.Debug("term and vote persisted", "term", rd.HardState.Term, "voted_for", rd.HardState.VotedFor, "took", took)
 	a.core.lastHS = rd.HardState
 	a.out.journal.write(JournalEntry{Event: "state", Term: rd.HardState.Term, VotedFor: rd.HardState.VotedFor})
+	return nil
+}
+
+// settler is a Store whose Save returns once the state is durable but
+// leaves part of its work (FileStore: the second copy) for Settle, which the
+// agent calls once the messages that depend on the save are sent: that work
+// then overlaps their flight and the receivers' own persists.
+type settler interface{ Settle() error }
+
+// settle completes the save of rd's term and vote, if the store left part
+// of it for later (see settler).
+func (a *Agent) settle(rd election.Ready) error {
+	st, ok := a.store.(settler)
+	if !ok || !rd.HardStateChanged {
+		return nil
+	}
+	if err := st.Settle(); err != nil {
+		a.m.persistErrors.Inc()
+		a.log.Error("cannot persist term and vote; leaving the election", "err", err)
+		return fmt.Errorf("agent: persist state: %w", err)
+	}
 	return nil
 }
 

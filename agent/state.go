@@ -36,6 +36,9 @@ type FileStore struct {
 	hs     election.HardState
 	file   *os.File // state.json open for saves in place (two-block layout), or nil
 	closed bool
+	// unsettled: the last save in place is durable in block B and block A
+	// still holds the one before (see Settle).
+	unsettled bool
 }
 
 // OpenFileStore opens the state directory dir, creating it (mode 0700) if it
@@ -228,12 +231,13 @@ func (s *FileStore) Load() election.HardState {
 	return s.hs
 }
 
-// Save stores hs durably and returns once it is on disk: it overwrites the
-// two blocks of state.json in place, each followed by a data sync (see
-// statefile.go), or, when state.json is missing, of an earlier layout, or
-// no longer the file the store opened, writes state.json.tmp, fsyncs it,
+// Save stores hs durably and returns once it is on disk: it overwrites
+// block B of state.json in place and syncs it, leaving block A to Settle
+// (see statefile.go), or, when state.json is missing, of an earlier layout,
+// or no longer the file the store opened, writes state.json.tmp, fsyncs it,
 // renames it over state.json and fsyncs the directory. Messages that depend
-// on hs may be sent only after Save returns nil.
+// on hs may be sent only after Save returns nil. A save not yet settled is
+// settled first.
 //
 // Save refuses, with an error and without writing, a term lower than the
 // stored one, and a change of the vote already granted in the stored term
@@ -256,6 +260,9 @@ func (s *FileStore) Save(hs election.HardState) error {
 	if hs == s.hs {
 		return nil
 	}
+	if err := s.settle(); err != nil {
+		return err
+	}
 	if s.file != nil && !s.fileInPlace() {
 		// state.json was removed or replaced (its directory too, perhaps)
 		// since it was opened: a save to the open file would reach no file
@@ -265,7 +272,11 @@ func (s *FileStore) Save(hs election.HardState) error {
 		s.file = nil
 	}
 	if s.file != nil {
-		return saveInPlace(s.file, hs, func() { s.hs = hs })
+		if err := saveFirst(s.file, hs); err != nil {
+			return err
+		}
+		s.hs, s.unsettled = hs, true
+		return nil
 	}
 	if err := s.write(hs); err != nil {
 		return err
@@ -275,6 +286,29 @@ func (s *FileStore) Save(hs election.HardState) error {
 	if f, err := os.OpenFile(filepath.Join(s.dir, stateFileName), os.O_RDWR, 0); err == nil {
 		s.file = f
 	}
+	return nil
+}
+
+// Settle completes the last save: it brings block A of state.json level
+// with block B and syncs it. The agent calls it once the messages that
+// depend on the save are sent, so that the sync runs while they travel; Save
+// and Close call it too, if it was not. Without a save to settle it does
+// nothing. An error means the disk failed a write: the save stays durable
+// (block B holds it), but the agent stops as on a failed Save.
+func (s *FileStore) Settle() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.settle()
+}
+
+func (s *FileStore) settle() error {
+	if !s.unsettled || s.file == nil {
+		return nil
+	}
+	if err := saveSecond(s.file, s.hs); err != nil {
+		return err
+	}
+	s.unsettled = false
 	return nil
 }
 
@@ -352,7 +386,10 @@ func (s *FileStore) Close() error {
 		return nil
 	}
 	s.closed = true
-	err := s.unlock()
+	err := s.settle()
+	if uerr := s.unlock(); err == nil {
+		err = uerr
+	}
 	if s.file != nil {
 		if cerr := s.file.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("agent: close state file: %w", cerr)

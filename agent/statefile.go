@@ -26,13 +26,18 @@ import (
 // release so far; JSON decoders keep a repeated key's last value) reads
 // block B. C is the CRC-32C of `"term":T,"voted_for":"V"` in hex.
 //
-// A save writes B first and A second, and returns once both are synced. A
-// power cut can tear at most the block being written; the other block is
-// whole, and its check tells which block to trust:
+// A save writes B first and A second. It returns once B is synced, which
+// makes the save durable (see below); the agent sends what depends on it
+// and only then settles it: A is written and synced while the messages are
+// on their way, which takes one sync off every persist on an election's
+// critical path (a candidate's, then its voters'). The next save settles
+// the last one first, if the agent did not. A power cut can tear at most
+// the block being written; the other block is whole, and its check tells
+// which block to trust:
 //   - both whole and equal: the last save completed;
 //   - both whole but different: the cut fell between the two writes, and B
-//     holds the newer save (adopting it is safe: a save that did not return
-//     sent nothing, and a term or vote taken early only binds the agent);
+//     holds the newer save (adopting it is safe: the save returned once B
+//     was synced, and only then was anything sent on its strength);
 //   - one whole: it holds the last completed save (A torn: B is newer;
 //     B torn: A is the last save that returned).
 //
@@ -138,18 +143,27 @@ func decodeBlocks(data []byte) (election.HardState, error) {
 	}
 }
 
-// saveInPlace overwrites f, a state file of the two-block layout, with hs:
-// block B, a data sync, block A, a data sync. done is called once B is
-// synced, from when the file may hold hs.
-func saveInPlace(f *os.File, hs election.HardState, done func()) error {
-	if _, err := f.WriteAt(encodeBlock(hs, true), stateBlock); err != nil {
-		return fmt.Errorf("agent: save state: write %s: %w", f.Name(), err)
+// saveFirst overwrites block B of f, a state file of the two-block layout,
+// with hs and syncs it: from then on the file holds hs (a load trusts the
+// newer block B when the two differ). saveSecond then brings block A level.
+func saveFirst(f *os.File, hs election.HardState) error {
+	return saveBlock(f, hs, true)
+}
+
+// saveSecond overwrites block A of f with hs, the save that saveFirst made
+// durable, and syncs it. It must end before block B is written again: a
+// power cut tears at most the block being written, and the other must hold
+// the last save that sent anything.
+func saveSecond(f *os.File, hs election.HardState) error {
+	return saveBlock(f, hs, false)
+}
+
+func saveBlock(f *os.File, hs election.HardState, second bool) error {
+	off := int64(0)
+	if second {
+		off = stateBlock
 	}
-	if err := datasync(f); err != nil {
-		return fmt.Errorf("agent: save state: sync %s: %w", f.Name(), err)
-	}
-	done()
-	if _, err := f.WriteAt(encodeBlock(hs, false), 0); err != nil {
+	if _, err := f.WriteAt(encodeBlock(hs, second), off); err != nil {
 		return fmt.Errorf("agent: save state: write %s: %w", f.Name(), err)
 	}
 	if err := datasync(f); err != nil {

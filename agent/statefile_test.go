@@ -139,6 +139,58 @@ func TestStateFileMigratesEarlierLayout(t *testing.T) {
 	}
 }
 
+// TestStateFileSettlesBeforeTheNextSave: Save returns once block B holds
+// the state (a restart reads it from there) and leaves block A to Settle;
+// the next Save settles the last one first, so that while B is rewritten A
+// holds the last save that sent anything, and Close settles too.
+func TestStateFileSettlesBeforeTheNextSave(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, stateFileName)
+	blocks := func() (a, b election.HardState) {
+		t.Helper()
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !isBlockLayout(data) {
+			t.Fatalf("state.json is not in the two-block layout")
+		}
+		a, errA := decodeBlock(data[:stateBlock], false)
+		b, errB := decodeBlock(data[stateBlock:], true)
+		if errA != nil || errB != nil {
+			t.Fatalf("blocks: %v, %v", errA, errB)
+		}
+		if hs, err := decodeHardState(data); err != nil || hs != b {
+			t.Fatalf("state.json reads as %+v, %v; block B holds %+v", hs, err, b)
+		}
+		return a, b
+	}
+	h1, h2, h3, h4 := election.HardState{Term: 1}, election.HardState{Term: 2, VotedFor: "gw1"},
+		election.HardState{Term: 3, VotedFor: "gw3"}, election.HardState{Term: 4}
+	s := openTestStore(t, dir)
+	saveAll(t, s, h1, h2)
+	if a, b := blocks(); a != h1 || b != h2 {
+		t.Fatalf("after a save without Settle: A %+v, B %+v; want %+v, %+v", a, b, h1, h2)
+	}
+	saveAll(t, s, h3)
+	if a, b := blocks(); a != h2 || b != h3 {
+		t.Fatalf("the next save did not settle the last one first: A %+v, B %+v; want %+v, %+v", a, b, h2, h3)
+	}
+	if err := s.Settle(); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := blocks(); a != h3 || b != h3 {
+		t.Fatalf("after Settle: A %+v, B %+v; want %+v in both", a, b, h3)
+	}
+	saveAll(t, s, h4)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := blocks(); a != h4 || b != h4 {
+		t.Fatalf("after Close: A %+v, B %+v; want %+v in both", a, b, h4)
+	}
+}
+
 // tear returns block next written over block prev up to byte n: what a
 // power cut during the write can leave (zeroes: a block never written).
 func tear(prev, next []byte, n int, zero bool) []byte {
