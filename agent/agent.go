@@ -982,6 +982,13 @@ func (a *Agent) process() error {
 	a.lease.lastLoopRun.Store(int64(now))
 	a.liftQuarantine()
 	rd := a.node.Ready()
+	if rd.SendFirst {
+		// A candidate's own request for votes: it leaves now and the
+		// persist of its vote for itself runs while the request travels
+		// (see election.Ready.SendFirst). The loop steps nothing before
+		// the persist has ended, so no vote is counted before then.
+		a.sendReady(rd, false)
+	}
 	if err := a.persist(rd); err != nil {
 		return err
 	}
@@ -997,7 +1004,9 @@ func (a *Agent) process() error {
 		}
 	}
 	a.core.withheld = a.core.withheld || withhold
-	a.sendReady(rd, withhold)
+	if !rd.SendFirst {
+		a.sendReady(rd, withhold)
+	}
 	if err := a.settle(rd); err != nil {
 		return err
 	}

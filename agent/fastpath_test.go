@@ -519,3 +519,100 @@ func TestFenceLiftedOnlyByTheReportedLeadersResign(t *testing.T) {
 		})
 	}
 }
+
+// orderLog records, in order, what the agents of a site saved and sent.
+type orderLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *orderLog) add(s string) {
+	l.mu.Lock()
+	l.lines = append(l.lines, s)
+	l.mu.Unlock()
+}
+
+func (l *orderLog) index(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, x := range l.lines {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// loggedStore records each save of a FileStore in an orderLog.
+type loggedStore struct {
+	*FileStore
+	id  string
+	log *orderLog
+}
+
+func (s loggedStore) Save(hs election.HardState) error {
+	err := s.FileStore.Save(hs)
+	s.log.add(fmt.Sprintf("%s saved %d/%s", s.id, hs.Term, hs.VotedFor))
+	return err
+}
+
+// loggedSends records each COORDINATOR and granted vote a member sends.
+type loggedSends struct {
+	Transport
+	id  string
+	log *orderLog
+}
+
+func (l loggedSends) Send(m election.Message) error {
+	switch {
+	case m.Type == election.MsgCoordinator:
+		l.log.add(fmt.Sprintf("%s sent coordinator %d", l.id, m.Term))
+	case m.Type == election.MsgVote && m.Granted:
+		l.log.add(fmt.Sprintf("%s sent vote %d to %s", l.id, m.Term, m.To))
+	}
+	return l.Transport.Send(m)
+}
+
+// TestAgentRequestLeavesBeforeItsPersist: on the fast path the candidate's
+// COORDINATOR leaves before its vote for itself is saved (the save then runs
+// while the request travels, election.Ready.SendFirst), while every voter
+// saves its vote before the vote leaves.
+func TestAgentRequestLeavesBeforeItsPersist(t *testing.T) {
+	synctest.Test(t, testAgentRequestLeavesBeforeItsPersist)
+}
+
+func testAgentRequestLeavesBeforeItsPersist(t *testing.T) {
+	var log orderLog
+	s := newFastSite(t, 3, func(id string, tr Transport) Transport { return loggedSends{Transport: tr, id: id, log: &log} })
+	for _, m := range s.members {
+		cfg := s.cfg(m.ID)
+		fs, err := OpenFileStore(cfg.StateDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.start(m.ID, cfg, WithStore(loggedStore{FileStore: fs, id: m.ID, log: &log}))
+	}
+	waitFor(t, 5*time.Second, "gw3 to lead", func() bool {
+		return s.agents["gw3"].IsLeader() && s.agents["gw1"].Leader() == "gw3" && s.agents["gw2"].Leader() == "gw3"
+	})
+	stall(300 * time.Millisecond) // heartbeats announcing gw3's connection reach both members
+	term := s.agents["gw3"].Term()
+	s.net.Disconnect("gw3")
+	waitFor(t, 5*time.Second, "gw2 to lead", func() bool {
+		return s.agents["gw2"].IsLeader() && s.agents["gw1"].Leader() == "gw2"
+	})
+	next := s.agents["gw2"].Term()
+	if next <= term {
+		t.Fatalf("gw2 leads term %d, not above %d", next, term)
+	}
+	request := log.index(fmt.Sprintf("gw2 sent coordinator %d", next))
+	own := log.index(fmt.Sprintf("gw2 saved %d/gw2", next))
+	if request < 0 || own < 0 || request > own {
+		t.Fatalf("gw2's request at %d, the save of its own vote at %d: want the request first; %v", request, own, log.lines)
+	}
+	saved := log.index(fmt.Sprintf("gw1 saved %d/gw2", next))
+	vote := log.index(fmt.Sprintf("gw1 sent vote %d to gw2", next))
+	if saved < 0 || vote < 0 || saved > vote {
+		t.Fatalf("gw1 saved its vote at %d and sent it at %d: want the save first; %v", saved, vote, log.lines)
+	}
+}

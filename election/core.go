@@ -51,6 +51,7 @@ type core struct {
 
 	hs        HardState
 	hsChanged bool
+	readyRole Role // the role the last Ready reported
 	role      Role
 	leader    string
 
@@ -340,8 +341,22 @@ func (c *core) Ready() Ready {
 		LeaseTicks:       c.leaseTicks,
 		Events:           c.events,
 	}
+	rd.SendFirst = c.hsChanged && c.readyRole != Leader && c.role == Candidate && c.hs.VotedFor == c.self.ID &&
+		onlyRequests(c.msgs, c.hs.Term)
+	c.readyRole = c.role
 	c.msgs, c.events, c.hsChanged = nil, nil, false
 	return rd
+}
+
+// onlyRequests reports whether msgs are nothing but COORDINATORs of term
+// (see Ready.SendFirst).
+func onlyRequests(msgs []Message, term uint64) bool {
+	for _, m := range msgs {
+		if m.Type != MsgCoordinator || m.Term != term {
+			return false
+		}
+	}
+	return len(msgs) > 0
 }
 
 func (c *core) Status() Status {

@@ -99,3 +99,56 @@ func TestHeartbeatSentBeforeTheReportChangesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestSendFirstOnlyForOwnRequest: a Ready says its messages may leave before
+// its HardState is on disk only when they are nothing but the node's own
+// COORDINATOR and the HardState holds its vote for itself: the fast path's
+// candidate. A voter's Ready, whose granted vote must be on disk first, and
+// a Ready of a node that leads never say so.
+func TestSendFirstOnlyForOwnRequest(t *testing.T) {
+	forEachAlgorithm(t, func(t *testing.T, newNode func(Config) (Node, error)) {
+		s := newSim(t, 5, newNode, nil)
+		s.runUntil(settle, "first leader", func() bool { _, ok := s.agreed(); return ok })
+		s.run(20)
+		term := s.term("n5")
+		s.crash("n5")
+		n4, n3 := s.nodes["n4"], s.nodes["n3"]
+		n4.LeaderGone("n5", s.connOf("n5"))
+		rd := n4.Ready()
+		if !rd.SendFirst || rd.HardState != (HardState{Term: term + 1, VotedFor: "n4"}) || len(rd.Messages) == 0 {
+			t.Fatalf("the candidate's Ready: SendFirst %v, state %+v, %d messages", rd.SendFirst, rd.HardState, len(rd.Messages))
+		}
+		for _, m := range rd.Messages {
+			if m.Type != MsgCoordinator {
+				t.Fatalf("the candidate's Ready sends %v", m.Type)
+			}
+		}
+		n3.LeaderGone("n5", s.connOf("n5"))
+		_ = n3.Ready()
+		req := rd.Messages[0]
+		req.To = "n3"
+		if err := n3.Step(req); err != nil {
+			t.Fatal(err)
+		}
+		if rd := n3.Ready(); rd.SendFirst || !rd.HardStateChanged || rd.HardState.VotedFor != "n4" {
+			t.Fatalf("the voter's Ready: SendFirst %v, state %+v (changed %v)", rd.SendFirst, rd.HardState, rd.HardStateChanged)
+		}
+	})
+	// A site of one: the member stands and leads in the same step.
+	cfg := testConfig("n1", []Member{{ID: "n1", Priority: 1}})
+	n, err := NewBully(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10*cfg.ElectionTicks; i++ {
+		n.Tick()
+		rd := n.Ready()
+		if rd.SendFirst {
+			t.Fatalf("tick %d: SendFirst in a Ready of role %v", i, rd.Role)
+		}
+		if rd.Role == Leader {
+			return
+		}
+	}
+	t.Fatal("a site of one never elected its member")
+}

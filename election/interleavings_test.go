@@ -546,3 +546,35 @@ func TestDuplicateOfLosingCandidacyGivesNoSecondLease(t *testing.T) {
 	}
 	run(w, 40, nil)
 }
+
+// 15. The fast path's candidate sends its COORDINATOR before its vote for
+// itself is on disk (Ready.SendFirst), and crashes before the save ends: a
+// voter granted the request, but the candidate restarts in the old term
+// with no vote in the new one. It may now vote in that term for another
+// member, which then leads it with that vote: the lost vote was never
+// counted, so the term still has one leader, and the voter that granted the
+// lost candidacy never counts for two.
+func TestCandidateCrashedBeforeSavingItsVote(t *testing.T) {
+	for _, alg := range []string{"bully", "ring"} {
+		t.Run(alg, func(t *testing.T) {
+			w := site(t, 3, alg, nil, false)
+			until(t, w, 200, "n3 leading", nil, leads(w, "n3"))
+			run(w, 20, nil) // heartbeats announce n3's connection
+			term := w.Term("n3")
+			w.Crash("n3")
+			gone := w.Advisories[len(w.Advisories)-1]
+			w.Report("n2", gone)
+			req := mustBeOne(t, w.Find(election.MsgCoordinator, "n2", "n1", term+1), "n2's request")
+			w.Report("n1", gone)
+			w.Deliver(req, false)
+			mustBeOne(t, w.Find(election.MsgVote, "n1", "n2", term+1), "n1's vote")
+			w.Crash("n2") // before its next input: the save of its own vote had not ended
+			w.Restart("n2")
+			if got := w.Term("n2"); got != term {
+				t.Fatalf("n2 restarted in term %d, want %d: its unsaved vote survived the crash", got, term)
+			}
+			w.Restart("n3")
+			until(t, w, 2000, "one leader", nil, func() bool { _, ok := w.Agreed(); return ok })
+		})
+	}
+}

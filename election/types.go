@@ -229,6 +229,21 @@ type Ready struct {
 	LeaseTicks int
 	// Events describes what happened since the previous Ready, in order.
 	Events []Event
+	// SendFirst says that Messages may leave before HardState is on disk,
+	// provided the caller persists it before it gives the node anything
+	// else (a Step, a Tick): the node stands, HardState holds its vote for
+	// itself, and Messages are nothing but its request for votes in that
+	// term (COORDINATOR). Only this node counts its own vote, and only on an
+	// input after the persist, so a crash before the persist loses a vote
+	// that nobody counted; what else the lost HardState held since the
+	// last Ready (a term adopted, a vote granted) no message of this Ready
+	// carries, and the messages of earlier Readies left after their own
+	// persist. After the restart the node may vote in that term again, for
+	// itself or another: no quorum ever held the lost vote. The persist
+	// then runs while the request travels and the voters persist their own
+	// votes. Never set when the node led at the previous Ready (leadership
+	// ends before anything leaves) or leads now.
+	SendFirst bool
 }
 
 // EventKind classifies an Event.

@@ -127,6 +127,10 @@ type member struct {
 	leaseSeq   uint64
 	leaseTicks int
 	sent       map[uint64]int64 // heartbeat or coordinator seq -> real time of its first send, this incarnation
+	// unsaved is a HardState whose messages left first (Ready.SendFirst),
+	// not yet on disk: it is saved before the member's next input, and a
+	// crash before that loses it.
+	unsaved *election.HardState
 	// routeLost holds the peers whose route this (frozen) member's server
 	// lost, to report when it wakes if the route is still down.
 	routeLost []string
@@ -268,6 +272,7 @@ func (w *World) start(id string) {
 // does: persist, then send, then report.
 func (w *World) step(id string, f func(n election.Node)) {
 	m := w.members[id]
+	w.save(m)
 	f(m.node)
 	w.collect(m)
 }
@@ -283,25 +288,59 @@ func (w *World) collect(m *member) {
 func (w *World) apply(m *member, rd election.Ready) {
 	id := m.id
 	if rd.HardStateChanged {
-		old := w.disk[id]
+		if m.unsaved != nil {
+			w.fail("%s: a Ready before the last one's state was saved", id)
+		}
 		hs := rd.HardState
-		if hs.Term < old.Term {
-			w.fail("%s: persisted term went back from %d to %d", id, old.Term, hs.Term)
+		if rd.SendFirst {
+			// Its messages leave now; the agent saves it after them, before
+			// its next input (see save).
+			m.unsaved = &hs
+		} else {
+			w.persist(m, hs)
 		}
-		if hs.Term == old.Term && old.VotedFor != "" && hs.VotedFor != old.VotedFor {
-			w.fail("%s: vote in term %d changed from %s to %q", id, hs.Term, old.VotedFor, hs.VotedFor)
-		}
-		if hs.VotedFor != "" {
-			if w.voted[id] == nil {
-				w.voted[id] = map[uint64]string{}
-			}
-			if prev, ok := w.voted[id][hs.Term]; ok && prev != hs.VotedFor {
-				w.fail("%s: voted twice in term %d: %s and %s", id, hs.Term, prev, hs.VotedFor)
-			}
-			w.voted[id][hs.Term] = hs.VotedFor
-		}
-		w.disk[id] = hs
 	}
+	w.send(m, rd)
+}
+
+// save stores what member m's last Ready left unsaved (Ready.SendFirst):
+// the agent's persist that followed the send has ended by the time the
+// member takes its next input.
+func (w *World) save(m *member) {
+	if m.unsaved != nil {
+		hs := *m.unsaved
+		m.unsaved = nil
+		w.persist(m, hs)
+	}
+}
+
+// persist writes hs as member m's state on disk, checking that a term never
+// goes back and a vote is never changed or given twice in a term.
+func (w *World) persist(m *member, hs election.HardState) {
+	id := m.id
+	old := w.disk[id]
+	if hs.Term < old.Term {
+		w.fail("%s: persisted term went back from %d to %d", id, old.Term, hs.Term)
+	}
+	if hs.Term == old.Term && old.VotedFor != "" && hs.VotedFor != old.VotedFor {
+		w.fail("%s: vote in term %d changed from %s to %q", id, hs.Term, old.VotedFor, hs.VotedFor)
+	}
+	if hs.VotedFor != "" {
+		if w.voted[id] == nil {
+			w.voted[id] = map[uint64]string{}
+		}
+		if prev, ok := w.voted[id][hs.Term]; ok && prev != hs.VotedFor {
+			w.fail("%s: voted twice in term %d: %s and %s", id, hs.Term, prev, hs.VotedFor)
+		}
+		w.voted[id][hs.Term] = hs.VotedFor
+	}
+	w.disk[id] = hs
+}
+
+// send puts rd's messages in flight and takes its role, checking that no
+// term has two leaders.
+func (w *World) send(m *member, rd election.Ready) {
+	id := m.id
 	for _, out := range rd.Messages {
 		if out.From != id {
 			w.fail("%s sent a message from %q", id, out.From)
@@ -406,6 +445,7 @@ func (w *World) Advance(d int64) {
 func (w *World) Ticks(k int) { w.Advance(int64(k) * TickUnits) }
 
 func (w *World) tick(m *member) {
+	w.save(m)
 	m.next += m.tau
 	m.ticks++
 	if m.ticks < m.wake {
@@ -599,7 +639,14 @@ func (w *World) Crash(id string) {
 	if !m.up {
 		return
 	}
-	w.trace("crash %s", id)
+	if m.unsaved != nil {
+		// Its request for votes left, and the save of its own vote had not
+		// ended: lost.
+		w.trace("crash %s before saving %+v", id, *m.unsaved)
+		m.unsaved = nil
+	} else {
+		w.trace("crash %s", id)
+	}
 	m.up = false
 	w.Advisories = append(w.Advisories, Advisory{About: id, Conn: m.conn})
 	if w.opts.Routes {
@@ -727,6 +774,7 @@ func (w *World) Disconnect(id string) {
 // (the connection is down).
 func (w *World) StepDown(id string) {
 	m := w.members[id]
+	w.save(m)
 	m.node.StepDown(election.ReasonConnectionLost)
 	n := len(w.Flight)
 	w.collect(m)
