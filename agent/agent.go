@@ -982,32 +982,7 @@ func (a *Agent) process() error {
 	a.lease.lastLoopRun.Store(int64(now))
 	a.liftQuarantine()
 	rd := a.node.Ready()
-	if rd.SendFirst {
-		// A candidate's own request for votes: it leaves now and the
-		// persist of its vote for itself runs while the request travels
-		// (see election.Ready.SendFirst). The loop steps nothing before
-		// the persist has ended, so no vote is counted before then.
-		a.sendReady(rd, false)
-	}
-	if err := a.persist(rd); err != nil {
-		return err
-	}
-	withhold := false // the RESIGN of a handover whose work did not stop
-	if a.core.role == election.Leader && rd.Role != election.Leader {
-		// Leadership ends before anything of this Ready leaves: a message
-		// that follows from it (a RESIGN, a COORDINATOR for a new term) may
-		// make a member vote for someone else.
-		if hasResign(rd.Messages) {
-			withhold = !a.release("handing over") // see release
-		} else {
-			a.stopLeading("lost leadership")
-		}
-	}
-	a.core.withheld = a.core.withheld || withhold
-	if !rd.SendFirst {
-		a.sendReady(rd, withhold)
-	}
-	if err := a.settle(rd); err != nil {
+	if err := a.persistAndSend(rd); err != nil {
 		return err
 	}
 	a.lease.term.Store(rd.Term)
@@ -1061,6 +1036,38 @@ func (a *Agent) process() error {
 	boolGauge(a.m.natsConnected, a.in.bus.Connected())
 	boolGauge(a.m.isLeader, a.IsLeader())
 	return nil
+}
+
+// persistAndSend persists rd's term and vote and sends its messages, in
+// that order unless rd says the messages may go first; leadership that rd
+// ends stops before anything leaves.
+func (a *Agent) persistAndSend(rd election.Ready) error {
+	if rd.SendFirst {
+		// A candidate's own request for votes: it leaves now and the
+		// persist of its vote for itself runs while the request travels
+		// (see election.Ready.SendFirst). The loop steps nothing before
+		// the persist has ended, so no vote is counted before then.
+		a.sendReady(rd, false)
+	}
+	if err := a.persist(rd); err != nil {
+		return err
+	}
+	withhold := false // the RESIGN of a handover whose work did not stop
+	if a.core.role == election.Leader && rd.Role != election.Leader {
+		// Leadership ends before anything of this Ready leaves: a message
+		// that follows from it (a RESIGN, a COORDINATOR for a new term) may
+		// make a member vote for someone else.
+		if hasResign(rd.Messages) {
+			withhold = !a.release("handing over") // see release
+		} else {
+			a.stopLeading("lost leadership")
+		}
+	}
+	a.core.withheld = a.core.withheld || withhold
+	if !rd.SendFirst {
+		a.sendReady(rd, withhold)
+	}
+	return a.settle(rd)
 }
 
 // persist stores the term and vote of rd, if they changed, before anything
