@@ -3,6 +3,7 @@ package safety
 import (
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -334,5 +335,33 @@ func TestReplaySendsDeliveredMessageAgain(t *testing.T) {
 	w.Replay(-7)
 	if len(w.Flight) != before+1 {
 		t.Fatalf("Replay(-7) put %d messages in flight, want 1", len(w.Flight)-before)
+	}
+}
+
+// TestRunsCrashCandidatesBeforeTheirSave: the randomized runs reach the
+// window that Ready.SendFirst opens, a candidate crashed after its request
+// left and before its own vote was saved, and go on checking the site from
+// there. Without it the checker would not attack the early send at all.
+func TestRunsCrashCandidatesBeforeTheirSave(t *testing.T) {
+	hits, runs := 0, 0
+	for s := uint64(1); s <= 40 && hits == 0; s++ {
+		for _, alg := range []string{"bully", "ring"} {
+			rc := runConfig(alg, 3, s)
+			rc.Steps = 20_000
+			c := &chooser{rng: rand.New(rand.NewPCG(rc.Seed, rc.Seed^0x9e3779b97f4a7c15))}
+			out := run(rc, c, func(l string) {
+				if strings.Contains(l, " before saving ") {
+					hits++
+				}
+			})
+			runs++
+			if out.Failed() {
+				t.Fatalf("%s seed %d: %s%s", alg, s, out.Violation, out.Liveness)
+			}
+		}
+	}
+	t.Logf("%d crashes before a save in %d runs of 20,000 steps", hits, runs)
+	if hits == 0 {
+		t.Fatal("no run of 40 seeds crashed a candidate before it saved its own vote")
 	}
 }
