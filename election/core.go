@@ -124,6 +124,7 @@ type core struct {
 	refusals    map[string]bool
 	voteEnd     int64
 	resentAt    int64 // tick the COORDINATOR was last sent
+	widenAt     int64 // tick to repeat to every member a COORDINATOR sent to a few (never: sent to all)
 	proclaimSq  uint64
 	// standing is the term of this member's candidacy until it ends (see
 	// settleCandidacy); 0 when it has none.
@@ -447,7 +448,7 @@ func (c *core) deadlines() (d [numTimers]int64) {
 	case Candidate:
 		d[tVotes] = c.voteEnd
 		if !c.announced {
-			d[tResend] = c.resentAt + h
+			d[tResend] = min(c.resentAt+h, c.widenAt)
 		}
 	default:
 		if !c.released && (c.leaderLive() || c.leader != "" || c.pending != nil || len(c.pendingPre) > 0) {
@@ -1232,14 +1233,19 @@ func (c *core) highestInView() string {
 
 // proclaim makes this node a candidate for a new term: it votes for itself
 // (persisted before the request goes out) and asks every member for a vote.
-func (c *core) proclaim() {
+func (c *core) proclaim() { c.proclaimTo(nil) }
+
+// proclaimTo is proclaim with the request sent to the members of to only
+// (nil: to every member). The request is repeated to every member (see
+// resendCoordinator) if those do not make a quorum in time.
+func (c *core) proclaimTo(to []string) {
 	c.alg.reset()
 	c.pending = nil
 	c.endPreVote()
 	if c.termExhausted() {
 		return
 	}
-	c.stand(c.hs.Term+1, false)
+	c.stand(c.hs.Term+1, false, to)
 }
 
 // stand makes this node a candidate in term, which is above its own or its
@@ -1249,7 +1255,7 @@ func (c *core) proclaim() {
 // votes already (a Ring round) and announces itself with a heartbeat instead;
 // it becomes leader on a quorum of acknowledgements of that heartbeat, which
 // also dates its lease (the votes were cast at times it does not know).
-func (c *core) stand(term uint64, announce bool) {
+func (c *core) stand(term uint64, announce bool, to []string) {
 	c.alg.reset()
 	c.pending = nil
 	c.endPreVote()
@@ -1277,7 +1283,21 @@ func (c *core) stand(term uint64, announce bool) {
 	} else {
 		c.hbSeq++
 		c.sentAt[c.hbSeq] = c.now
-		c.send(Message{Type: MsgCoordinator, Term: c.hs.Term, Seq: c.hbSeq})
+		req := Message{Type: MsgCoordinator, Term: c.hs.Term, Seq: c.hbSeq}
+		c.widenAt = never
+		if to == nil {
+			c.send(req)
+		} else {
+			// Asked a few: if they do not make a quorum within a Ring
+			// hop's wait (one of them died with the leader, unreported),
+			// the request goes to every member, as a round would skip a
+			// successor that does not acknowledge.
+			c.widenAt = c.now + int64(c.cfg.RingHopTicks)
+		}
+		for _, id := range to {
+			req.To = id
+			c.send(req)
+		}
 	}
 	c.proclaimSq = c.hbSeq
 	c.votes[c.self.ID] = c.hbSeq
@@ -1296,7 +1316,7 @@ func (c *core) stand(term uint64, announce bool) {
 // its vote get through about half the time; eight tries in a 4 s answer
 // timeout almost always do.
 func (c *core) resendCoordinator() {
-	c.resentAt = c.now
+	c.resentAt, c.widenAt = c.now, never
 	c.hbSeq++
 	c.sentAt[c.hbSeq] = c.now
 	c.votes[c.self.ID] = c.hbSeq

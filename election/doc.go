@@ -159,14 +159,19 @@
 // path: when the bus reports the leader's connection closed (LeaderGone),
 // it reports it to every connected member, and the member that all of them
 // then expect (the highest alive) proclaims with a COORDINATOR rather than
-// sending a round: the others, waiting for its round, vote for it in
-// parallel. The votes are the same persisted votes, one per term, so the
-// safety argument above holds unchanged; what the token would add (finding
-// the highest live member) the report and the heartbeat view already did,
-// and its sequential persists (one per voter) cost a disk write each. A
-// member told alone that is not the expected one still waits for that
-// member's round and starts its own only when it does not come, so one
-// stray report raises no term.
+// sending a round. It sends it to the members the round would have asked
+// (its successors not presumed dead, as many as a quorum needs beside its
+// own vote), which, waiting for its round, vote for it in parallel; the
+// others follow its first heartbeat, as after a round. If those votes do not
+// make a quorum within RingHopTicks (a member asked died with the leader,
+// unreported), the request goes to every member, as a round would skip a
+// successor that does not acknowledge. The votes are the same persisted
+// votes, one per term, so the safety argument above holds unchanged; what
+// the token would add (finding the highest live member) the report and the
+// heartbeat view already did, and its sequential persists (one per voter)
+// cost a disk write each. A member told alone that is not the expected one
+// still waits for that member's round and starts its own only when it does
+// not come, so one stray report raises no term.
 //
 // # Ring: cost
 //
@@ -183,5 +188,5 @@
 // its vote before passing the token on, so a round takes q sequential disk
 // writes: cheap at a site of a few gateways, noticeable at n = 100 on slow
 // flash. The fast path's COORDINATOR takes two (the candidate's, then its
-// voters' in parallel) and about 2n deliveries.
+// voters' in parallel) and 2(q-1) deliveries, about n.
 package election

@@ -132,8 +132,10 @@ func (r *ring) startElection(expected string) {
 			// expect: the token would only carry to it the votes a
 			// COORDINATOR collects in parallel. It proclaims as a nominee
 			// does (one fsync on each side instead of one per voter in
-			// turn); the others vote for it from their wait for its round.
-			c.proclaim()
+			// turn), asking the members the token would have visited; they
+			// vote for it from their wait for its round, and the others
+			// learn of it from its first heartbeat, as after a round.
+			c.proclaimTo(r.voters())
 			return
 		}
 		r.initiate()
@@ -275,6 +277,28 @@ func (r *ring) next(tok ringToken, failed map[string]bool) (next string, circle 
 	return "", true
 }
 
+// voters returns the members a round this member starts now would ask
+// for their votes, in ring order: the first successors not presumed dead
+// (every one where the quorum is the whole group), as many as a quorum
+// needs beside this member's own vote. nil if there are not that many: the
+// request then goes to every member.
+func (r *ring) voters() []string {
+	c := r.c
+	n := len(r.order)
+	everyVote := !c.quorum.Reached(n - 1)
+	var out []string
+	for k := 1; k < n && !c.quorum.Reached(len(out)+1); k++ {
+		id := r.order[(r.pos[c.self.ID]+k)%n]
+		if everyVote || !r.presumedDead(id) {
+			out = append(out, id)
+		}
+	}
+	if !c.quorum.Reached(len(out) + 1) {
+		return nil
+	}
+	return out
+}
+
 // route decides what this member, holding tok, does with it.
 func (r *ring) route(tok ringToken, failed map[string]bool) {
 	c := r.c
@@ -358,7 +382,7 @@ func (r *ring) claim(tok ringToken) {
 		c.event(EventVoteRefused, c.self.ID, ReasonAlreadyVoted)
 		return
 	}
-	c.stand(tok.term, true)
+	c.stand(tok.term, true, nil)
 }
 
 func (r *ring) roundFailed() {
