@@ -1232,7 +1232,8 @@ func (c *core) highestInView() string {
 }
 
 // proclaim makes this node a candidate for a new term: it votes for itself
-// (persisted before the request goes out) and asks every member for a vote.
+// (persisted before the request goes out, or while it does: see
+// Ready.SendFirst) and asks every member for a vote.
 func (c *core) proclaim() { c.proclaimTo(nil) }
 
 // proclaimTo is proclaim with the request sent to the members of to only
@@ -1250,8 +1251,9 @@ func (c *core) proclaimTo(to []string) {
 
 // stand makes this node a candidate in term, which is above its own or its
 // own without a vote: it votes for itself, persisted before anything is
-// sent. Without announce it asks every member for a vote with a COORDINATOR
-// and becomes leader on a quorum of votes. With announce it holds a quorum's
+// sent (or, for a COORDINATOR alone, while it is: Ready.SendFirst). Without
+// announce it asks for votes with a COORDINATOR, to the members of to or
+// (nil) to every member, and becomes leader on a quorum of votes. With announce it holds a quorum's
 // votes already (a Ring round) and announces itself with a heartbeat instead;
 // it becomes leader on a quorum of acknowledgements of that heartbeat, which
 // also dates its lease (the votes were cast at times it does not know).
