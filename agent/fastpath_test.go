@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -520,34 +521,12 @@ func TestFenceLiftedOnlyByTheReportedLeadersResign(t *testing.T) {
 	}
 }
 
-// orderLog records, in order, what the agents of a site saved and sent.
-type orderLog struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *orderLog) add(s string) {
-	l.mu.Lock()
-	l.lines = append(l.lines, s)
-	l.mu.Unlock()
-}
-
-func (l *orderLog) index(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for i, x := range l.lines {
-		if x == s {
-			return i
-		}
-	}
-	return -1
-}
-
-// loggedStore records each save of a FileStore in an orderLog.
+// loggedStore records each save of a FileStore, in order with the sends
+// that loggedSends records.
 type loggedStore struct {
 	*FileStore
 	id  string
-	log *orderLog
+	log *recorder
 }
 
 func (s loggedStore) Save(hs election.HardState) error {
@@ -560,7 +539,7 @@ func (s loggedStore) Save(hs election.HardState) error {
 type loggedSends struct {
 	Transport
 	id  string
-	log *orderLog
+	log *recorder
 }
 
 func (l loggedSends) Send(m election.Message) error {
@@ -582,7 +561,8 @@ func TestAgentRequestLeavesBeforeItsPersist(t *testing.T) {
 }
 
 func testAgentRequestLeavesBeforeItsPersist(t *testing.T) {
-	var log orderLog
+	var log recorder
+	index := func(line string) int { return slices.Index(log.list(), line) }
 	s := newFastSite(t, 3, func(id string, tr Transport) Transport { return loggedSends{Transport: tr, id: id, log: &log} })
 	for _, m := range s.members {
 		cfg := s.cfg(m.ID)
@@ -605,14 +585,14 @@ func testAgentRequestLeavesBeforeItsPersist(t *testing.T) {
 	if next <= term {
 		t.Fatalf("gw2 leads term %d, not above %d", next, term)
 	}
-	request := log.index(fmt.Sprintf("gw2 sent coordinator %d", next))
-	own := log.index(fmt.Sprintf("gw2 saved %d/gw2", next))
+	request := index(fmt.Sprintf("gw2 sent coordinator %d", next))
+	own := index(fmt.Sprintf("gw2 saved %d/gw2", next))
 	if request < 0 || own < 0 || request > own {
-		t.Fatalf("gw2's request at %d, the save of its own vote at %d: want the request first; %v", request, own, log.lines)
+		t.Fatalf("gw2's request at %d, the save of its own vote at %d: want the request first; %v", request, own, log.list())
 	}
-	saved := log.index(fmt.Sprintf("gw1 saved %d/gw2", next))
-	vote := log.index(fmt.Sprintf("gw1 sent vote %d to gw2", next))
+	saved := index(fmt.Sprintf("gw1 saved %d/gw2", next))
+	vote := index(fmt.Sprintf("gw1 sent vote %d to gw2", next))
 	if saved < 0 || vote < 0 || saved > vote {
-		t.Fatalf("gw1 saved its vote at %d and sent it at %d: want the save first; %v", saved, vote, log.lines)
+		t.Fatalf("gw1 saved its vote at %d and sent it at %d: want the save first; %v", saved, vote, log.list())
 	}
 }
