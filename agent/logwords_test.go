@@ -115,7 +115,7 @@ func TestRepeatedElectionFailuresSummarised(t *testing.T) {
 			}
 			return v
 		}
-		time.Sleep(2*FailedElectionLogEvery + FailedElectionLogEvery/2) // virtual time
+		stall(2*FailedElectionLogEvery + FailedElectionLogEvery/2)
 		n := failed()
 		got := l.log.Lines(`msg="election failed"`)
 		if n < 20 {
